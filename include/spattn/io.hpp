@@ -1,0 +1,181 @@
+// The two-level memory of the paper (theory.md section 1), as code.
+//
+// Slow memory is the caller's arrays, wrapped in SlowMatrix views whose data pointer schedules
+// cannot reach. Fast memory is a FastMemory of capacity M words; schedules allocate every buffer
+// they compute in from it (so residency is tracked) and move data only with FastMemory::load /
+// store (so every word moved is seen). Arithmetic therefore only ever touches fast buffers, and an
+// uncounted access is impossible by construction.
+//
+// The same schedule code runs natively and counted: with a Ledger attached, each move adds to it;
+// without one (nullptr) a move is just the packing copy a tiled kernel makes anyway. The capacity
+// is enforced in both modes: a schedule that would ever hold more than M words stops with an error
+// naming the step and the sizes.
+//
+// One word is one matrix entry or one index, whatever its type (a float, a double, an int32 index).
+#pragma once
+
+#include <spattn/error.hpp>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace spattn::io {
+
+// What a moved word belongs to. Index words (mask structure) are kept apart from value words.
+enum class Operand : uint8_t {
+  q, k, v, o, lse, d_o, delta, dq, dk, dv,  // attention operands; delta is D = rowsum(dO ∘ O)
+  s, p, dp, ds,                              // the n x n intermediates (small_cache materializes)
+  row_max, row_sum,                          // per-row statistics written between passes
+  a1, a2, a3, e, x, y, g,                    // the paper's own task (theory.md section 2)
+  mask,                                      // mask structure (index words) and in-block bits
+  other,
+};
+inline constexpr int kNumOperands = static_cast<int>(Operand::other) + 1;
+const char* operand_name(Operand operand);
+
+enum class WordKind : uint8_t { value, index };
+
+struct Traffic {
+  int64_t reads = 0;
+  int64_t writes = 0;
+  int64_t total() const { return reads + writes; }
+  Traffic& operator+=(const Traffic& other) {
+    reads += other.reads;
+    writes += other.writes;
+    return *this;
+  }
+};
+
+// Counts every word read (slow -> fast) and written (fast -> slow), per operand and kind, and the
+// peak number of words resident in fast memory.
+class Ledger {
+ public:
+  void add_read(Operand operand, WordKind kind, int64_t words) { at(operand, kind).reads += words; }
+  void add_write(Operand operand, WordKind kind, int64_t words) { at(operand, kind).writes += words; }
+  void note_resident(int64_t words) { peak_resident_ = words > peak_resident_ ? words : peak_resident_; }
+
+  const Traffic& traffic(Operand operand, WordKind kind) const {
+    return traffic_[static_cast<int>(operand)][static_cast<int>(kind)];
+  }
+  Traffic total() const;                 // all operands, values and indices
+  Traffic total(WordKind kind) const;    // all operands, one kind
+  int64_t reads() const { return total().reads; }
+  int64_t writes() const { return total().writes; }
+  int64_t peak_resident() const { return peak_resident_; }
+
+  // Adds another ledger's counts (e.g. one per head or per thread); the peak is the larger one,
+  // since each fast memory is separate.
+  Ledger& operator+=(const Ledger& other);
+  // A small table: one line per operand that moved anything, then the totals and the peak.
+  std::string report() const;
+
+ private:
+  Traffic& at(Operand operand, WordKind kind) {
+    return traffic_[static_cast<int>(operand)][static_cast<int>(kind)];
+  }
+  std::array<std::array<Traffic, 2>, kNumOperands> traffic_{};
+  int64_t peak_resident_ = 0;
+};
+
+class FastMemory;
+
+// A view of a rows x cols matrix in slow memory, element (r, c) at data[r * row_stride +
+// c * col_stride]. Only FastMemory reads or writes through it.
+template <typename T>
+class SlowMatrix {
+ public:
+  SlowMatrix() = default;
+  SlowMatrix(T* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride = 1)
+      : data_(data), rows_(rows), cols_(cols), row_stride_(row_stride), col_stride_(col_stride) {}
+  // A dense row-major rows x cols array.
+  static SlowMatrix dense(T* data, int64_t rows, int64_t cols) {
+    return SlowMatrix(data, rows, cols, cols, 1);
+  }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  // The transpose, as a view of the same words (no data moves).
+  SlowMatrix transposed() const { return SlowMatrix(data_, cols_, rows_, col_stride_, row_stride_); }
+
+ private:
+  friend class FastMemory;
+  T* data_ = nullptr;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  int64_t row_stride_ = 0;
+  int64_t col_stride_ = 1;
+};
+
+// A buffer in fast memory: `words` entries of T that count towards the capacity while it lives.
+// Schedules allocate their buffers once, outside their loops.
+template <typename T>
+class FastBuffer {
+ public:
+  FastBuffer() = default;
+  FastBuffer(FastBuffer&& other) noexcept { *this = std::move(other); }
+  FastBuffer& operator=(FastBuffer&& other) noexcept;
+  FastBuffer(const FastBuffer&) = delete;
+  FastBuffer& operator=(const FastBuffer&) = delete;
+  ~FastBuffer() { release(); }
+
+  T* data() { return storage_.get(); }
+  const T* data() const { return storage_.get(); }
+  T& operator[](int64_t i) { return storage_[static_cast<size_t>(i)]; }
+  const T& operator[](int64_t i) const { return storage_[static_cast<size_t>(i)]; }
+  int64_t words() const { return words_; }
+
+ private:
+  friend class FastMemory;
+  void release();
+  std::unique_ptr<T[]> storage_;
+  int64_t words_ = 0;
+  FastMemory* owner_ = nullptr;
+};
+
+// A fast memory of `capacity_words` words. `schedule` names the algorithm in error messages.
+// With ledger == nullptr it runs natively (moves are plain copies, nothing is counted).
+class FastMemory {
+ public:
+  FastMemory(int64_t capacity_words, Ledger* ledger, std::string schedule);
+  FastMemory(const FastMemory&) = delete;
+  FastMemory& operator=(const FastMemory&) = delete;
+  ~FastMemory();
+
+  int64_t capacity() const { return capacity_; }
+  int64_t resident() const { return resident_; }
+  bool counted() const { return ledger_ != nullptr; }
+  const std::string& schedule() const { return schedule_; }
+
+  // Reserves `words` entries; throws RuntimeError naming the schedule, `what`, the sizes and M
+  // when the resident words would exceed the capacity.
+  template <typename T>
+  FastBuffer<T> allocate(int64_t words, const char* what);
+
+  // Copies the rows x cols tile of `src` at (row0, col0) into `dst` (row-major, leading dimension
+  // dst_ld, starting at dst_offset) and counts rows * cols reads of `operand`.
+  template <typename S, typename T>
+  void load(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
+            int64_t cols, FastBuffer<T>& dst, int64_t dst_offset, int64_t dst_ld,
+            WordKind kind = WordKind::value);
+  // Copies a rows x cols tile of `src` (row-major, leading dimension src_ld, from src_offset) to
+  // `dst` at (row0, col0) and counts rows * cols writes of `operand`.
+  template <typename T, typename S>
+  void store(Operand operand, const FastBuffer<T>& src, int64_t src_offset, int64_t src_ld,
+             const SlowMatrix<S>& dst, int64_t row0, int64_t col0, int64_t rows, int64_t cols,
+             WordKind kind = WordKind::value);
+
+ private:
+  template <typename T>
+  friend class FastBuffer;
+  void release(int64_t words) { resident_ -= words; }
+
+  int64_t capacity_;
+  int64_t resident_ = 0;
+  Ledger* ledger_;
+  std::string schedule_;
+};
+
+}  // namespace spattn::io
+
+#include <spattn/io_inline.hpp>

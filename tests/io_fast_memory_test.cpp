@@ -1,0 +1,85 @@
+// The fast-memory model: moves are counted exactly, residency is tracked, capacity is enforced.
+#include <spattn/io.hpp>
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+using namespace spattn::io;
+
+TEST(FastMemory, LoadAndStoreCountEveryWordAndCopyTheTile) {
+  std::vector<float> slow(6 * 5);
+  std::iota(slow.begin(), slow.end(), 0.0f);  // slow(r, c) = 5 r + c
+  const auto matrix = SlowMatrix<float>::dense(slow.data(), 6, 5);
+  Ledger ledger;
+  FastMemory fast(100, &ledger, "test");
+  auto tile = fast.allocate<float>(12, "tile");
+  fast.load(Operand::k, SlowMatrix<const float>(slow.data(), 6, 5, 5), 2, 1, 3, 4, tile, 0, 4);
+  EXPECT_EQ(tile[0], 11.0f);   // (2, 1)
+  EXPECT_EQ(tile[11], 24.0f);  // (4, 4)
+  EXPECT_EQ(ledger.traffic(Operand::k, WordKind::value).reads, 12);
+  tile[0] = -1.0f;
+  fast.store(Operand::dk, tile, 0, 4, matrix, 0, 0, 1, 2);
+  EXPECT_EQ(slow[0], -1.0f);
+  EXPECT_EQ(slow[1], 12.0f);
+  EXPECT_EQ(ledger.traffic(Operand::dk, WordKind::value).writes, 2);
+  EXPECT_EQ(ledger.reads(), 12);
+  EXPECT_EQ(ledger.writes(), 2);
+  EXPECT_EQ(ledger.peak_resident(), 12);
+}
+
+TEST(FastMemory, TransposedViewLoadsColumns) {
+  std::vector<float> slow = {1, 2, 3, 4, 5, 6};  // 2 x 3
+  const auto t = SlowMatrix<const float>(slow.data(), 2, 3, 3).transposed();  // 3 x 2
+  FastMemory fast(10, nullptr, "test");
+  auto tile = fast.allocate<float>(6, "tile");
+  fast.load(Operand::q, t, 0, 0, 3, 2, tile, 0, 2);
+  EXPECT_EQ(std::vector<float>(tile.data(), tile.data() + 6), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
+TEST(FastMemory, ResidencyIsTrackedAndReleased) {
+  Ledger ledger;
+  FastMemory fast(10, &ledger, "test");
+  {
+    auto a = fast.allocate<float>(6, "a");
+    auto b = fast.allocate<int32_t>(4, "b");
+    EXPECT_EQ(fast.resident(), 10);
+  }
+  EXPECT_EQ(fast.resident(), 0);
+  auto c = fast.allocate<double>(10, "c");
+  EXPECT_EQ(ledger.peak_resident(), 10);
+}
+
+TEST(FastMemory, ExceedingCapacityNamesTheScheduleTheBufferAndTheSizes) {
+  FastMemory fast(100, nullptr, "flash forward");
+  auto a = fast.allocate<float>(60, "Q tile");
+  try {
+    auto b = fast.allocate<float>(50, "K tile");
+    FAIL() << "expected an error";
+  } catch (const spattn::RuntimeError& error) {
+    EXPECT_STREQ(error.what(),
+                 "flash forward: allocating K tile (50 words) with 60 words resident would hold "
+                 "110 words in fast memory, more than M = 100");
+  }
+  EXPECT_EQ(fast.resident(), 60);
+}
+
+TEST(FastMemory, NonPositiveCapacityIsRejected) {
+  EXPECT_THROW(FastMemory(0, nullptr, "x"), spattn::InvalidArgument);
+}
+
+TEST(Ledger, SumsPerOperandAndKeepsTheLargerPeak) {
+  Ledger a, b;
+  a.add_read(Operand::q, WordKind::value, 5);
+  a.add_read(Operand::mask, WordKind::index, 3);
+  a.note_resident(7);
+  b.add_write(Operand::o, WordKind::value, 4);
+  b.note_resident(9);
+  a += b;
+  EXPECT_EQ(a.reads(), 8);
+  EXPECT_EQ(a.writes(), 4);
+  EXPECT_EQ(a.total(WordKind::index).reads, 3);
+  EXPECT_EQ(a.peak_resident(), 9);
+  EXPECT_NE(a.report().find("mask     index"), std::string::npos) << a.report();
+}
