@@ -1,0 +1,100 @@
+#include "cli_support.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <sstream>
+#include <system_error>
+
+namespace spattn::cli {
+
+namespace fs = std::filesystem;
+
+StagedDirectory::StagedDirectory(std::string directory) : directory_(std::move(directory)) {
+  if (directory_.empty()) throw UsageError("--out: the output directory must not be empty");
+  const fs::path target(directory_);
+  if (fs::exists(target) && !fs::is_directory(target)) {
+    throw UsageError("--out: '" + directory_ + "' exists and is not a directory");
+  }
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code error;
+  fs::create_directories(parent, error);
+  std::random_device random;
+  for (int attempt = 0; attempt < 16 && staging_.empty(); ++attempt) {
+    const fs::path candidate =
+        parent / (".spattn-staging-" + std::to_string(random()) + "-" + target.filename().string());
+    if (fs::create_directory(candidate, error)) staging_ = candidate.string();
+  }
+  if (staging_.empty()) {
+    throw std::runtime_error("--out: cannot create a staging directory beside '" + directory_ +
+                             "': " + error.message());
+  }
+}
+
+StagedDirectory::~StagedDirectory() {
+  std::error_code ignored;
+  fs::remove_all(staging_, ignored);
+}
+
+std::string StagedDirectory::path(const std::string& name) {
+  names_.push_back(name);
+  return (fs::path(staging_) / name).string();
+}
+
+void StagedDirectory::commit() {
+  fs::create_directories(directory_);
+  for (const std::string& name : names_) {
+    fs::rename(fs::path(staging_) / name, fs::path(directory_) / name);
+  }
+  committed_ = true;
+}
+
+std::string Table::render() const {
+  std::vector<size_t> width(header_.size(), 0);
+  auto widen = [&](const std::vector<std::string>& row) {
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  };
+  widen(header_);
+  for (const auto& row : rows_) widen(row);
+  auto is_number = [](const std::string& cell) {
+    return !cell.empty() && (std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-' ||
+                             cell[0] == '+' || cell == "inf");
+  };
+  std::ostringstream out;
+  auto print = [&](const std::vector<std::string>& row, bool header) {
+    for (size_t c = 0; c < width.size(); ++c) {
+      const std::string cell = c < row.size() ? row[c] : "";
+      const size_t pad = width[c] - cell.size();
+      if (c > 0) out << "  ";
+      if (!header && is_number(cell)) {
+        out << std::string(pad, ' ') << cell;
+      } else {
+        out << cell << (c + 1 < width.size() ? std::string(pad, ' ') : "");
+      }
+    }
+    out << '\n';
+  };
+  print(header_, true);
+  for (const auto& row : rows_) print(row, false);
+  return out.str();
+}
+
+std::string format_count(int64_t value) {
+  if (std::llabs(value) < 10'000'000) return std::to_string(value);
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.3e", static_cast<double>(value));
+  return buffer;
+}
+
+std::string format_real(double value, int significant) {
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  if (std::isnan(value)) return "nan";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.*g", significant, value);
+  return buffer;
+}
+
+}  // namespace spattn::cli

@@ -1,0 +1,68 @@
+// Shared pieces of the spattn command line: error kinds (they decide the exit code), masks from
+// pattern specs or files, staged output directories, and aligned tables.
+#pragma once
+
+#include <sparse_formats/csr.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spattn::cli {
+
+// A mistake in how the program was called (bad flag value, unknown pattern): exit code 2.
+// Everything else that goes wrong (unreadable or malformed files, infeasible runs) exits 1.
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// A mask named on the command line: a PATTERN-SPEC (`causal`, `sliding_window:w=128`, ...) or a
+// Matrix Market file (a path ending in .mtx). Spec errors are UsageErrors; file errors are not.
+sparse_formats::CsrPattern<int64_t> load_mask(const std::string& spec_or_file, int64_t seqlen_q,
+                                              int64_t seqlen_k, const std::string& flag);
+
+// Writes a set of files into `directory` all or nothing: every file is first written into a
+// staging directory beside it, and moved into place only when all writes succeeded. On failure
+// the staging directory is removed and `directory` is left as it was.
+class StagedDirectory {
+ public:
+  explicit StagedDirectory(std::string directory);
+  ~StagedDirectory();
+  StagedDirectory(const StagedDirectory&) = delete;
+  StagedDirectory& operator=(const StagedDirectory&) = delete;
+
+  // The path to write `name` to now (inside the staging directory).
+  std::string path(const std::string& name);
+  // Moves every staged file into the directory (created if missing).
+  void commit();
+
+ private:
+  std::string directory_;
+  std::string staging_;
+  std::vector<std::string> names_;
+  bool committed_ = false;
+};
+
+// A table printed with aligned columns; numbers right-aligned, text left-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void add_row(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string render() const;
+  const std::vector<std::string>& header() const { return header_; }
+  const std::vector<std::vector<std::string>>& rows() const { return rows_; }
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Number formatting for tables: integers with thousands kept compact (1.23e9 style above 1e7),
+// ratios with 3 significant digits.
+std::string format_count(int64_t value);
+std::string format_real(double value, int significant = 3);
+
+}  // namespace spattn::cli

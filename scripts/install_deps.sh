@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages spattn builds with (Debian 12). Run as root (or with sudo).
+# The CUDA toolkit is optional and not installed here: the build finds /usr/local/cuda if present.
+set -euo pipefail
+
+packages=(
+  cmake g++ make          # the build
+  libcli11-dev            # the spattn command line
+  nlohmann-json3-dev      # JSON output
+  libgtest-dev googletest # the test suite
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install_deps: all packages present"
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+echo "install_deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
