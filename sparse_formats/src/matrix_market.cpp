@@ -1,0 +1,451 @@
+// Matrix Market reading: banner, size line, entries; COO -> CSR done here (sort by (row, col))
+// so this file depends on no other conversion code. Writers are in matrix_market_write.cpp.
+#include <sparse_formats/matrix_market.hpp>
+
+#include <sparse_formats/error.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <istream>
+#include <limits>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+
+namespace sparse_formats {
+namespace {
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+// Storage reserved up front from a declared count; beyond it, vectors grow with the data read.
+constexpr int64_t kReserveCap = int64_t{1} << 16;
+
+// a * b > limit, for a, b, limit >= 0, without overflow.
+bool product_exceeds(int64_t a, int64_t b, int64_t limit) {
+  if (a == 0 || b == 0) return false;
+  return a > limit / b;
+}
+
+std::string lowercase(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Hands out lines with their 1-based numbers, and builds "<source>:<line>: ..." errors.
+class LineReader {
+ public:
+  LineReader(std::istream& in, const std::string& source) : in_(in), source_(source) {}
+
+  // The next line (without its '\n' or '\r'); false at the end of the input.
+  bool next_line() {
+    if (!std::getline(in_, line_)) {
+      if (in_.bad()) fail(source_, ":", line_number_, ": read error");
+      return false;
+    }
+    ++line_number_;
+    if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+    split();
+    return true;
+  }
+  // The next line that is neither blank nor a '%' comment; false at the end of the input.
+  bool next_content_line() {
+    while (next_line()) {
+      if (!tokens_.empty() && tokens_[0][0] != '%') return true;
+    }
+    return false;
+  }
+
+  const std::vector<std::string_view>& tokens() const { return tokens_; }
+  const std::string& line() const { return line_; }
+  int64_t line_number() const { return line_number_; }
+
+  template <typename... Parts>
+  [[noreturn]] void error(Parts&&... parts) const {
+    fail(source_, ":", line_number_, ": ", std::forward<Parts>(parts)...);
+  }
+
+ private:
+  void split() {
+    tokens_.clear();
+    std::size_t pos = 0;
+    while (pos < line_.size()) {
+      while (pos < line_.size() && std::isspace(static_cast<unsigned char>(line_[pos]))) ++pos;
+      const std::size_t start = pos;
+      while (pos < line_.size() && !std::isspace(static_cast<unsigned char>(line_[pos]))) ++pos;
+      if (pos > start) tokens_.emplace_back(line_.data() + start, pos - start);
+    }
+  }
+
+  std::istream& in_;
+  const std::string& source_;
+  std::string line_;
+  std::vector<std::string_view> tokens_;
+  int64_t line_number_ = 0;
+};
+
+// from_chars rejects a leading '+', which some writers emit ("+1.5e+00").
+std::string_view strip_plus(std::string_view token) {
+  if (token.size() > 1 && token[0] == '+' && token[1] != '-' && token[1] != '+') {
+    token.remove_prefix(1);
+  }
+  return token;
+}
+
+int64_t parse_int64(const LineReader& lines, std::string_view token, const char* what) {
+  const std::string_view digits = strip_plus(token);
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    lines.error(what, " '", token, "' does not fit in a 64-bit integer");
+  }
+  if (ec != std::errc() || end != digits.data() + digits.size()) {
+    lines.error(what, " '", token, "' is not an integer");
+  }
+  return value;
+}
+
+double parse_value(const LineReader& lines, std::string_view token, bool integer_field,
+                   int64_t entry) {
+  if (integer_field) {
+    return static_cast<double>(parse_int64(lines, token, "integer value"));
+  }
+  const std::string_view number = strip_plus(token);
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    lines.error("entry ", entry, ": value '", token, "' is out of the range of double");
+  }
+  if (ec != std::errc() || end != number.data() + number.size()) {
+    lines.error("entry ", entry, ": value '", token, "' is not a number");
+  }
+  if (!std::isfinite(value)) {
+    lines.error("entry ", entry, ": value '", token, "' is not finite (NaN / Inf are not allowed)");
+  }
+  return value;
+}
+
+enum class Field { real, integer, pattern };
+
+struct Banner {
+  bool coordinate = true;
+  Field field = Field::real;
+  bool symmetric = false;
+};
+
+Banner read_banner(LineReader& lines) {
+  if (!lines.next_line()) lines.error("empty input: expected a '%%MatrixMarket' banner");
+  const auto& tokens = lines.tokens();
+  if (tokens.empty() || tokens[0] != "%%MatrixMarket") {
+    lines.error("missing banner: the first line must start with '%%MatrixMarket', found '",
+                lines.line().substr(0, 60), "'");
+  }
+  if (tokens.size() != 5) {
+    lines.error("bad banner: expected '%%MatrixMarket matrix <format> <field> <symmetry>' ",
+                "(5 words), found ", tokens.size(), " words");
+  }
+  const std::string object = lowercase(tokens[1]);
+  const std::string format = lowercase(tokens[2]);
+  const std::string field = lowercase(tokens[3]);
+  const std::string symmetry = lowercase(tokens[4]);
+  if (object != "matrix") lines.error("unsupported object '", tokens[1], "' (only 'matrix')");
+  Banner banner;
+  if (format == "array") {
+    banner.coordinate = false;
+  } else if (format != "coordinate") {
+    lines.error("unsupported format '", tokens[2], "' (only 'coordinate' or 'array')");
+  }
+  if (field == "real" || field == "double") {
+    banner.field = Field::real;
+  } else if (field == "integer") {
+    banner.field = Field::integer;
+  } else if (field == "pattern" && banner.coordinate) {
+    banner.field = Field::pattern;
+  } else {
+    lines.error("unsupported field '", tokens[3], "' for ", format, " files (supported: real, ",
+                "integer", banner.coordinate ? ", pattern)" : ")");
+  }
+  if (symmetry == "symmetric" && banner.coordinate) {
+    banner.symmetric = true;
+  } else if (symmetry != "general") {
+    lines.error("unsupported symmetry '", tokens[4], "' for ", format, " files (supported: general",
+                banner.coordinate ? ", symmetric)" : ")");
+  }
+  return banner;
+}
+
+struct Entry {
+  int64_t row;  // 0-based
+  int64_t col;
+  double value;
+  int64_t line;  // where the entry was read; orders entries in file order
+};
+
+void sort_entries(std::vector<Entry>& entries) {
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    if (a.row != b.row) return a.row < b.row;
+    if (a.col != b.col) return a.col < b.col;
+    return a.line < b.line;
+  });
+}
+
+// Sorted entries -> one entry per (row, col), following the policy.
+void merge_duplicates(std::vector<Entry>& entries, DuplicatePolicy duplicates, bool is_pattern,
+                      const std::string& source) {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (kept > 0 && entries[kept - 1].row == entries[i].row &&
+        entries[kept - 1].col == entries[i].col) {
+      Entry& first = entries[kept - 1];
+      if (duplicates == DuplicatePolicy::reject) {
+        fail(source, ":", entries[i].line, ": duplicate entry (", first.row + 1, ", ",
+             first.col + 1, "), first given at line ", first.line);
+      }
+      if (duplicates == DuplicatePolicy::last) {
+        first.value = entries[i].value;
+      } else if (!is_pattern) {
+        first.value += entries[i].value;
+      }
+      first.line = entries[i].line;
+      continue;
+    }
+    entries[kept++] = entries[i];
+  }
+  entries.resize(kept);
+}
+
+CsrMatrix<int64_t, double> entries_to_csr(const std::vector<Entry>& sorted, int64_t num_rows,
+                                          int64_t num_cols) {
+  CsrMatrix<int64_t, double> csr;
+  csr.pattern = CsrPattern<int64_t>::empty(num_rows, num_cols);
+  csr.pattern.col_idx.reserve(sorted.size());
+  csr.values.reserve(sorted.size());
+  for (const Entry& entry : sorted) {
+    ++csr.pattern.row_ptr[static_cast<std::size_t>(entry.row) + 1];
+    csr.pattern.col_idx.push_back(entry.col);
+    csr.values.push_back(entry.value);
+  }
+  for (std::size_t row = 0; row < static_cast<std::size_t>(num_rows); ++row) {
+    csr.pattern.row_ptr[row + 1] += csr.pattern.row_ptr[row];
+  }
+  return csr;
+}
+
+void read_coordinate(LineReader& lines, const Banner& banner, MatrixMarketData& data,
+                     DuplicatePolicy duplicates, const std::string& source) {
+  const auto& size_tokens = lines.tokens();
+  if (size_tokens.size() != 3) {
+    lines.error("bad size line: expected '<rows> <cols> <entries>', found ", size_tokens.size(),
+                " values");
+  }
+  data.num_rows = parse_int64(lines, size_tokens[0], "row count");
+  data.num_cols = parse_int64(lines, size_tokens[1], "column count");
+  const int64_t declared = parse_int64(lines, size_tokens[2], "entry count");
+  if (data.num_rows < 0 || data.num_cols < 0 || declared < 0) {
+    lines.error("bad size line: negative size (rows ", data.num_rows, ", cols ", data.num_cols,
+                ", entries ", declared, ")");
+  }
+  if (banner.symmetric) {
+    if (data.num_rows != data.num_cols) {
+      lines.error("symmetric matrix must be square, found ", data.num_rows, " x ", data.num_cols);
+    }
+    // At most the lower triangle with the diagonal: n (n + 1) / 2 entries.
+    const int64_t n = data.num_rows;
+    const bool exceeds = n % 2 == 0 ? product_exceeds(n / 2, n + 1, declared - 1)
+                                    : product_exceeds(n, (n + 1) / 2, declared - 1);
+    if (declared > 0 && !exceeds) {
+      lines.error("entry count ", declared, " exceeds the ", n, " x ", n,
+                  " lower triangle with diagonal of a symmetric matrix");
+    }
+  } else if (declared > 0 && !product_exceeds(data.num_rows, data.num_cols, declared - 1)) {
+    lines.error("entry count ", declared, " exceeds rows * cols = ", data.num_rows, " * ",
+                data.num_cols);
+  }
+
+  const bool has_value = banner.field != Field::pattern;
+  const std::size_t tokens_per_entry = has_value ? 3 : 2;
+  std::vector<Entry> entries;
+  entries.reserve(static_cast<std::size_t>(std::min(declared, kReserveCap)));
+  for (int64_t k = 1; k <= declared; ++k) {
+    if (!lines.next_content_line()) {
+      lines.error("expected ", declared, " entries, found ", k - 1, " (file ends early)");
+    }
+    const auto& tokens = lines.tokens();
+    if (tokens.size() != tokens_per_entry) {
+      lines.error("entry ", k, ": expected ", tokens_per_entry,
+                  has_value ? " values (row col value)" : " values (row col)", ", found ",
+                  tokens.size());
+    }
+    const int64_t row = parse_int64(lines, tokens[0], "row index");
+    const int64_t col = parse_int64(lines, tokens[1], "column index");
+    if (row < 1 || row > data.num_rows) {
+      lines.error("entry ", k, ": row index ", row, " is out of range [1, ", data.num_rows,
+                  "] (indices are 1-based)");
+    }
+    if (col < 1 || col > data.num_cols) {
+      lines.error("entry ", k, ": column index ", col, " is out of range [1, ", data.num_cols,
+                  "] (indices are 1-based)");
+    }
+    if (banner.symmetric && row < col) {
+      lines.error("entry ", k, ": (", row, ", ", col, ") lies above the diagonal; a symmetric ",
+                  "file stores only the lower triangle (row >= col)");
+    }
+    const double value =
+        has_value ? parse_value(lines, tokens[2], banner.field == Field::integer, k) : 1.0;
+    entries.push_back({row - 1, col - 1, value, lines.line_number()});
+  }
+  if (lines.next_content_line()) {
+    lines.error("too many entries: the size line declares ", declared, ", found more");
+  }
+
+  sort_entries(entries);
+  merge_duplicates(entries, duplicates, !has_value, source);
+  if (banner.symmetric) {
+    const std::size_t stored = entries.size();
+    for (std::size_t i = 0; i < stored; ++i) {
+      const Entry entry = entries[i];
+      if (entry.row != entry.col)
+        entries.push_back({entry.col, entry.row, entry.value, entry.line});
+    }
+    sort_entries(entries);
+  }
+  data.csr = entries_to_csr(entries, data.num_rows, data.num_cols);
+}
+
+void read_array(LineReader& lines, const Banner& banner, MatrixMarketData& data) {
+  const auto& size_tokens = lines.tokens();
+  if (size_tokens.size() != 2) {
+    lines.error("bad size line: expected '<rows> <cols>' for an array file, found ",
+                size_tokens.size(), " values");
+  }
+  data.num_rows = parse_int64(lines, size_tokens[0], "row count");
+  data.num_cols = parse_int64(lines, size_tokens[1], "column count");
+  if (data.num_rows < 0 || data.num_cols < 0) {
+    lines.error("bad size line: negative size (rows ", data.num_rows, ", cols ", data.num_cols,
+                ")");
+  }
+  if (product_exceeds(data.num_rows, data.num_cols, kInt64Max)) {
+    lines.error("rows * cols = ", data.num_rows, " * ", data.num_cols, " overflows int64");
+  }
+  const int64_t count = data.num_rows * data.num_cols;
+  std::vector<double> column_major;
+  column_major.reserve(static_cast<std::size_t>(std::min(count, kReserveCap)));
+  for (int64_t k = 1; k <= count; ++k) {
+    if (!lines.next_content_line()) {
+      lines.error("expected ", count, " entries, found ", k - 1, " (file ends early)");
+    }
+    if (lines.tokens().size() != 1) {
+      lines.error("entry ", k, ": expected 1 value per line in an array file, found ",
+                  lines.tokens().size());
+    }
+    column_major.push_back(
+        parse_value(lines, lines.tokens()[0], banner.field == Field::integer, k));
+  }
+  if (lines.next_content_line()) {
+    lines.error("too many entries: the size line declares ", count, ", found more");
+  }
+  data.dense.resize(column_major.size());
+  const auto rows = static_cast<std::size_t>(data.num_rows);
+  const auto cols = static_cast<std::size_t>(data.num_cols);
+  for (std::size_t col = 0; col < cols; ++col) {
+    for (std::size_t row = 0; row < rows; ++row) {
+      data.dense[row * cols + col] = column_major[col * rows + row];
+    }
+  }
+}
+
+template <typename Index>
+void check_fits(const MatrixMarketData& data, int64_t nnz, const std::string& path) {
+  const auto limit = static_cast<int64_t>(std::numeric_limits<Index>::max());
+  if (data.num_rows > limit || data.num_cols > limit || nnz > limit) {
+    fail(path, ": ", data.num_rows, " x ", data.num_cols, " matrix with ", nnz,
+         " entries does not fit a ", sizeof(Index) * 8, "-bit index type");
+  }
+}
+
+// The nonzeros of a dense row-major matrix, as CSR.
+template <typename Index>
+CsrMatrix<Index, double> dense_nonzeros(const MatrixMarketData& data, const std::string& path) {
+  const auto nnz = static_cast<int64_t>(
+      std::count_if(data.dense.begin(), data.dense.end(), [](double v) { return v != 0.0; }));
+  check_fits<Index>(data, nnz, path);
+  CsrMatrix<Index, double> csr;
+  csr.pattern = CsrPattern<Index>::empty(data.num_rows, data.num_cols);
+  for (int64_t row = 0; row < data.num_rows; ++row) {
+    for (int64_t col = 0; col < data.num_cols; ++col) {
+      const double value = data.dense[static_cast<std::size_t>(row * data.num_cols + col)];
+      if (value == 0.0) continue;
+      csr.pattern.col_idx.push_back(static_cast<Index>(col));
+      csr.values.push_back(value);
+    }
+    csr.pattern.row_ptr[static_cast<std::size_t>(row) + 1] =
+        static_cast<Index>(csr.pattern.col_idx.size());
+  }
+  return csr;
+}
+
+template <typename Index>
+CsrMatrix<Index, double> read_as_csr(const std::string& path, DuplicatePolicy duplicates) {
+  MatrixMarketData data = read_matrix_market_file(path, duplicates);
+  if (data.is_dense) return dense_nonzeros<Index>(data, path);
+  check_fits<Index>(data, data.csr.nnz(), path);
+  if constexpr (std::is_same_v<Index, int64_t>) {
+    return std::move(data.csr);
+  } else {
+    const auto& source = data.csr.pattern;
+    CsrMatrix<Index, double> csr;
+    csr.pattern = CsrPattern<Index>(source.num_rows, source.num_cols,
+                                    std::vector<Index>(source.row_ptr.size()),
+                                    std::vector<Index>(source.col_idx.size()));
+    std::transform(source.row_ptr.begin(), source.row_ptr.end(), csr.pattern.row_ptr.begin(),
+                   [](int64_t v) { return static_cast<Index>(v); });
+    std::transform(source.col_idx.begin(), source.col_idx.end(), csr.pattern.col_idx.begin(),
+                   [](int64_t v) { return static_cast<Index>(v); });
+    csr.values = std::move(data.csr.values);
+    return csr;
+  }
+}
+
+}  // namespace
+
+MatrixMarketData read_matrix_market(std::istream& in, const std::string& source_name,
+                                    DuplicatePolicy duplicates) {
+  LineReader lines(in, source_name);
+  const Banner banner = read_banner(lines);
+  if (!lines.next_content_line()) lines.error("missing size line (file ends after the banner)");
+  MatrixMarketData data;
+  data.is_pattern = banner.field == Field::pattern;
+  data.is_dense = !banner.coordinate;
+  data.is_symmetric = banner.symmetric;
+  if (banner.coordinate) {
+    read_coordinate(lines, banner, data, duplicates, source_name);
+  } else {
+    read_array(lines, banner, data);
+  }
+  return data;
+}
+
+MatrixMarketData read_matrix_market_file(const std::string& path, DuplicatePolicy duplicates) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open for reading");
+  return read_matrix_market(in, path, duplicates);
+}
+
+template <typename Index>
+CsrPattern<Index> read_mask_mtx(const std::string& path) {
+  return read_as_csr<Index>(path, DuplicatePolicy::sum).pattern;
+}
+
+template <typename Index>
+CsrMatrix<Index, double> read_csr_mtx(const std::string& path) {
+  return read_as_csr<Index>(path, DuplicatePolicy::sum);
+}
+
+template CsrPattern<int32_t> read_mask_mtx<int32_t>(const std::string&);
+template CsrPattern<int64_t> read_mask_mtx<int64_t>(const std::string&);
+template CsrMatrix<int32_t, double> read_csr_mtx<int32_t>(const std::string&);
+template CsrMatrix<int64_t, double> read_csr_mtx<int64_t>(const std::string&);
+
+}  // namespace sparse_formats
