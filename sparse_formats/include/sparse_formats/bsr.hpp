@@ -19,7 +19,8 @@
 
 namespace sparse_formats {
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// ceil(a / b) for a >= 0, b >= 1, without the overflow of (a + b - 1) / b.
+inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 template <typename Index>
 struct BsrPatternView {
@@ -38,11 +39,11 @@ struct BsrPatternView {
   // Rows / columns actually covered by block row I / block column J (edge blocks are shorter).
   int64_t block_rows_in(int64_t block_row) const {
     const int64_t begin = block_row * block_m;
-    return (begin + block_m <= num_rows ? block_m : num_rows - begin);
+    return num_rows - begin < block_m ? num_rows - begin : block_m;
   }
   int64_t block_cols_in(int64_t block_col) const {
     const int64_t begin = block_col * block_n;
-    return (begin + block_n <= num_cols ? block_n : num_cols - begin);
+    return num_cols - begin < block_n ? num_cols - begin : block_n;
   }
 };
 

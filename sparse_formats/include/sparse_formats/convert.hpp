@@ -1,6 +1,9 @@
 // Conversions between dense, COO, CSR and BSR; transposes; block classification and statistics.
 // Dense matrices are row-major arrays of num_rows * num_cols values. All functions produce valid
-// structures (see validate.hpp) from valid inputs and throw FormatError on bad arguments.
+// structures (see validate.hpp) from valid inputs and throw FormatError on bad arguments (shapes,
+// block sizes, null pointers, array lengths that disagree, outputs whose nnz overflows Index).
+// Sparse inputs are otherwise trusted: validate() data from outside first. Sparse -> sparse
+// conversions take O(nnz + rows + cols) memory (never num_rows * num_cols).
 #pragma once
 
 #include <sparse_formats/bsr.hpp>
@@ -15,7 +18,7 @@ namespace sparse_formats {
 // Stores every nonzero (value != 0) of a dense row-major matrix. Throws if nnz overflows Index.
 template <typename Index, typename Value>
 CsrMatrix<Index, Value> dense_to_csr(const Value* dense, int64_t num_rows, int64_t num_cols);
-// The pattern of a dense 0/1 (or bool-like: != 0) mask.
+// The pattern of a dense 0/1 (or bool-like: != 0) mask. Value is float, double or uint8_t.
 template <typename Index, typename Value>
 CsrPattern<Index> dense_to_csr_pattern(const Value* dense, int64_t num_rows, int64_t num_cols);
 // Row-major dense, zeros where nothing is stored.
@@ -54,7 +57,8 @@ CsrMatrix<Index, Value> transpose(const CsrMatrixView<Index, Value>& csr);
 // Transpose of the block structure: (num_cols x num_rows, blocks block_n x block_m).
 template <typename Index>
 BsrPattern<Index> transpose(const BsrPatternView<Index>& bsr);
-// Transpose of a mask, in-block bits transposed too.
+// Transpose of a mask, in-block bits transposed too; partial slots renumbered in block order, so
+// transpose(csr_to_bsr_mask(A, bm, bn)) == csr_to_bsr_mask(transpose(A), bn, bm).
 template <typename Index>
 BsrMask<Index> transpose(const BsrMask<Index>& mask);
 template <typename Index, typename Value>
@@ -66,7 +70,8 @@ template <typename Index>
 BsrPattern<Index> csr_to_bsr_pattern(const CsrPatternView<Index>& pattern, int64_t block_m,
                                      int64_t block_n);
 // The blocks that hold an entry, each classified full (every in-range element attends) or
-// partial (with its element bits). This is the form block-sparse attention walks.
+// partial (with its element bits). This is the form block-sparse attention walks. Partial slots
+// are numbered in block order. Block sizes may exceed the matrix (edge blocks are clipped).
 template <typename Index>
 BsrMask<Index> csr_to_bsr_mask(const CsrPatternView<Index>& pattern, int64_t block_m,
                                int64_t block_n);

@@ -11,10 +11,11 @@
 
 namespace sparse_formats {
 
-// Shape >= 0; row_ptr has num_rows + 1 entries, starts at 0 and never decreases; its end equals
-// nnz and fits the index type; every column lies in [0, num_cols) and columns strictly increase
-// within a row (no duplicates). `row_ptr_size` / `col_idx_size` are the lengths of the arrays the
-// view points into (a view cannot know them).
+// Shape >= 0 and num_rows, num_cols both fit the index type (so the transpose does too); row_ptr
+// has num_rows + 1 entries, starts at 0 and never decreases; its end equals nnz and fits the index
+// type; every column lies in [0, num_cols) and columns strictly increase within a row (no
+// duplicates). `row_ptr_size` / `col_idx_size` are the lengths of the arrays the view points into
+// (a view cannot know them). O(rows + nnz); nothing is read before its length has been checked.
 template <typename Index>
 void validate(const CsrPatternView<Index>& csr, int64_t row_ptr_size, int64_t col_idx_size,
               const std::string& what);
@@ -30,10 +31,16 @@ void validate(const CsrMatrix<Index, Value>& csr, const std::string& what);
 template <typename Index>
 void validate(const BsrPattern<Index>& bsr, const std::string& what);
 // The block checks, plus kind / partial_slot / partial_bits agree, and no bit lies beyond the
-// matrix edge.
+// matrix edge. In detail: block_m * block_n fits int64; kind and partial_slot have num_blocks
+// entries; kind is full or partial; full blocks have slot -1 and the P partial blocks use the
+// slots 0..P-1 once each (any order); partial_bits has P * words_per_block words; a partial block
+// sets no bit beyond the edge or in its last word's padding, and the classification is canonical:
+// a partial block sets at least one and not every in-range element (that block is full), as
+// csr_to_bsr_mask produces.
 template <typename Index>
 void validate(const BsrMask<Index>& mask, const std::string& what);
-// The block checks, plus values has num_blocks * block_m * block_n finite entries.
+// The block checks, plus values has num_blocks * block_m * block_n finite entries, zero beyond
+// the matrix edge.
 template <typename Index, typename Value>
 void validate(const BsrMatrix<Index, Value>& bsr, const std::string& what);
 
