@@ -1,0 +1,251 @@
+// The planner: exact predictions of both dense algorithms, the choice, the bound, the switch M.
+#include <spattn/plan.hpp>
+
+#include "schedules/flash.hpp"
+#include "schedules/small_cache.hpp"
+
+#include <spattn/error.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace spattn {
+
+namespace {
+
+schedules::Pass to_schedule_pass(Pass pass) {
+  return pass == Pass::forward ? schedules::Pass::forward : schedules::Pass::backward;
+}
+
+schedules::HeadShape head_shape(const bounds::DenseShape& shape) {
+  return {shape.seqlen_q, shape.seqlen_k, shape.head_dim,
+          shape.head_dim_v > 0 ? shape.head_dim_v : shape.head_dim};
+}
+
+std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& tiles) {
+  std::ostringstream out;
+  out << name << ' ' << tiles.tile_m << 'x' << tiles.tile_n << 'x' << tiles.tile_k;
+  return out.str();
+}
+
+AlgorithmCost flash_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
+  AlgorithmCost cost;
+  const auto schedule_pass = to_schedule_pass(pass);
+  cost.min_cache_words = schedules::flash_min_cache_words(shape, schedule_pass);
+  cost.feasible = cache_words >= cost.min_cache_words;
+  if (!cost.feasible) return cost;
+  const auto tiles = schedules::flash_tiles(shape, cache_words, schedule_pass);
+  const auto io = pass == Pass::forward ? schedules::predict_flash_forward(shape, tiles)
+                                        : schedules::predict_flash_backward(shape, tiles);
+  cost.reads = io.reads;
+  cost.writes = io.writes;
+  std::ostringstream text;
+  text << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;
+  if (pass == Pass::backward) {
+    text << "; dK/dV pass block_k " << tiles.dkdv_block_k << ", block_q " << tiles.dkdv_block_q;
+  }
+  cost.tiles = text.str();
+  return cost;
+}
+
+AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
+  AlgorithmCost cost;
+  const auto schedule_pass = to_schedule_pass(pass);
+  cost.min_cache_words = schedules::small_cache_min_cache_words(shape, schedule_pass);
+  cost.feasible = cache_words >= cost.min_cache_words;
+  if (!cost.feasible) return cost;
+  const auto tiles = schedules::small_cache_tiles(shape, cache_words, schedule_pass);
+  const auto io = pass == Pass::forward ? schedules::predict_small_cache_forward(shape, tiles)
+                                        : schedules::predict_small_cache_backward(shape, tiles);
+  cost.reads = io.reads;
+  cost.writes = io.writes;
+  if (pass == Pass::forward) {
+    cost.tiles = matmul_tiles_text("S", tiles.scores) + ", " + matmul_tiles_text("O", tiles.output);
+  } else {
+    cost.tiles = matmul_tiles_text("P", tiles.scores) + ", " + matmul_tiles_text("dS", tiles.d_scores) +
+                 ", " + matmul_tiles_text("dQ", tiles.dq) + ", " + matmul_tiles_text("dK", tiles.dk) +
+                 ", " + matmul_tiles_text("dV", tiles.dv);
+  }
+  return cost;
+}
+
+// flash minus small_cache predicted words at M (both must be feasible there).
+int64_t cost_difference(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
+  return flash_cost(shape, cache_words, pass).total() -
+         small_cache_cost(shape, cache_words, pass).total();
+}
+
+// The M nearest to cache_words at which the sign of (flash - small_cache) changes, searching
+// powers of two for a bracket and then bisecting; 0 when there is none in range.
+int64_t find_switch(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
+  const int64_t low = std::max(schedules::flash_min_cache_words(shape, to_schedule_pass(pass)),
+                               schedules::small_cache_min_cache_words(shape, to_schedule_pass(pass)));
+  const int64_t high = 16 * std::max<int64_t>(1, std::max(shape.seqlen_q, shape.seqlen_k) *
+                                                     std::max(shape.head_dim, shape.head_dim_v));
+  auto sign = [&](int64_t m) {
+    const int64_t diff = cost_difference(shape, m, pass);
+    return diff > 0 ? 1 : (diff < 0 ? -1 : 0);
+  };
+  int64_t best = 0;
+  int64_t best_distance = INT64_MAX;
+  int64_t previous = low;
+  int previous_sign = sign(low);
+  for (int64_t m = low; m <= high;) {
+    const int64_t next = std::min(high, m * 2);
+    if (next == m) break;
+    const int next_sign = sign(next);
+    if (next_sign != previous_sign && previous_sign != 0) {
+      int64_t lo = previous;
+      int64_t hi = next;  // sign(lo) = previous_sign, sign(hi) differs
+      while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        (sign(mid) == previous_sign ? lo : hi) = mid;
+      }
+      const int64_t distance = hi > cache_words ? hi - cache_words : cache_words - hi;
+      if (distance < best_distance) {
+        best = hi;
+        best_distance = distance;
+      }
+    }
+    previous = next;
+    previous_sign = next_sign;
+    m = next;
+  }
+  return best;
+}
+
+}  // namespace
+
+const char* algorithm_name(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::automatic: return "auto";
+    case Algorithm::reference: return "reference";
+    case Algorithm::flash: return "flash";
+    case Algorithm::small_cache: return "small_cache";
+  }
+  return "?";
+}
+
+Algorithm parse_algorithm(const std::string& name) {
+  for (Algorithm a : {Algorithm::automatic, Algorithm::reference, Algorithm::flash,
+                      Algorithm::small_cache}) {
+    if (name == algorithm_name(a)) return a;
+  }
+  fail("algorithm: '", name, "' is not one of auto, reference, flash, small_cache");
+}
+
+const char* pass_name(Pass pass) { return pass == Pass::forward ? "forward" : "backward"; }
+
+Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
+                Algorithm requested, int64_t num_heads) {
+  if (cache_words < 1) fail("plan: cache size M = ", cache_words, " words must be >= 1");
+  if (num_heads < 0) fail("plan: num_heads = ", num_heads, " must be >= 0");
+  if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
+    fail("plan: seqlen_q = ", shape.seqlen_q, ", seqlen_k = ", shape.seqlen_k, ", head_dim = ",
+         shape.head_dim, ", head_dim_v = ", shape.head_dim_v, " must all be >= 0");
+  }
+  if (requested == Algorithm::reference) {
+    fail("plan: the reference is not a schedule; it has no plan (choose auto, flash or small_cache)");
+  }
+  const schedules::HeadShape head = head_shape(shape);
+  Plan plan;
+  plan.pass = pass;
+  plan.shape = shape;
+  plan.shape.head_dim_v = head.head_dim_v;
+  plan.num_heads = num_heads;
+  plan.cache_words = cache_words;
+  plan.requested = requested;
+  plan.flash = flash_cost(head, cache_words, pass);
+  plan.small_cache = small_cache_cost(head, cache_words, pass);
+
+  if (requested == Algorithm::flash && !plan.flash.feasible) {
+    fail("plan: flash ", pass_name(pass), " needs M >= ", plan.flash.min_cache_words,
+         " words for head_dim ", head.head_dim, ", head_dim_v ", head.head_dim_v, "; got M = ",
+         cache_words);
+  }
+  if (requested == Algorithm::small_cache && !plan.small_cache.feasible) {
+    fail("plan: small_cache ", pass_name(pass), " needs M >= ", plan.small_cache.min_cache_words,
+         " words; got M = ", cache_words);
+  }
+  if (!plan.flash.feasible && !plan.small_cache.feasible) {
+    fail("plan: M = ", cache_words, " words fits neither flash (needs ", plan.flash.min_cache_words,
+         ") nor small_cache (needs ", plan.small_cache.min_cache_words, ")");
+  }
+  if (requested == Algorithm::automatic) {
+    const bool flash_wins = plan.flash.feasible &&
+                            (!plan.small_cache.feasible || plan.flash.total() <= plan.small_cache.total());
+    plan.algorithm = flash_wins ? Algorithm::flash : Algorithm::small_cache;
+  } else {
+    plan.algorithm = requested;
+  }
+  const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
+  plan.reads = chosen.reads * num_heads;
+  plan.writes = chosen.writes * num_heads;
+
+  const double heads = static_cast<double>(num_heads);
+  const auto cache = static_cast<double>(cache_words);
+  plan.bound = pass == Pass::forward ? bounds::dense_forward(plan.shape, cache)
+                                     : bounds::dense_backward(plan.shape, cache);
+  plan.bound.large_cache *= heads;
+  plan.bound.small_cache *= heads;
+  plan.bound.value *= heads;
+  plan.compulsory = heads * (pass == Pass::forward ? bounds::compulsory_forward(plan.shape)
+                                                   : bounds::compulsory_backward(plan.shape));
+  const double total = static_cast<double>(plan.total());
+  plan.ratio_to_bound = plan.bound.value > 0.0 ? total / plan.bound.value : 0.0;
+  plan.ratio_to_flash = plan.flash.feasible && plan.flash.total() > 0
+                            ? total / (heads * static_cast<double>(plan.flash.total()))
+                            : 0.0;
+  if (plan.flash.feasible || plan.small_cache.feasible) {
+    plan.switch_cache_words = find_switch(head, cache_words, pass);
+  }
+  return plan;
+}
+
+std::string Plan::to_string() const {
+  std::ostringstream out;
+  auto cost_line = [&](const char* name, const AlgorithmCost& cost) {
+    out << "  " << name << ": ";
+    if (!cost.feasible) {
+      out << "infeasible (needs M >= " << cost.min_cache_words << ")\n";
+    } else {
+      out << cost.total() * num_heads << " words (" << cost.reads * num_heads << " reads, "
+          << cost.writes * num_heads << " writes); tiles " << cost.tiles << '\n';
+    }
+  };
+  out << "plan (" << pass_name(pass) << "): seqlen_q " << shape.seqlen_q << ", seqlen_k "
+      << shape.seqlen_k << ", head_dim " << shape.head_dim << ", head_dim_v " << shape.head_dim_v
+      << ", heads " << num_heads << ", M " << cache_words << " words\n";
+  out << "  algorithm: " << algorithm_name(algorithm)
+      << (requested == Algorithm::automatic ? " (chosen: smaller predicted I/O)" : " (requested)")
+      << '\n';
+  out << "  predicted I/O: " << total() << " words (" << reads << " reads, " << writes
+      << " writes)\n";
+  cost_line("flash", flash);
+  cost_line("small_cache", small_cache);
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "  lower bound: %.4g words (%s branch; large-cache %.4g, small-cache %.4g; "
+                "branches cross at M = %.0f)\n",
+                bound.value, bounds::branch_name(bound.branch), bound.large_cache,
+                bound.small_cache, bound.crossover_m);
+  out << line;
+  std::snprintf(line, sizeof line,
+                "  ratio to bound: %.3g; ratio to flash: %.3g; compulsory I/O: %.4g words\n",
+                ratio_to_bound, ratio_to_flash, compulsory);
+  out << line;
+  if (switch_cache_words > 0) {
+    std::snprintf(line, sizeof line,
+                  "  switch: auto changes algorithm at M = %lld words (%.3g d^2)\n",
+                  static_cast<long long>(switch_cache_words),
+                  static_cast<double>(switch_cache_words) /
+                      (static_cast<double>(shape.head_dim) * static_cast<double>(shape.head_dim)));
+    out << line;
+  } else {
+    out << "  switch: none in range (one algorithm is cheaper at every M)\n";
+  }
+  return out.str();
+}
+
+}  // namespace spattn

@@ -1,0 +1,123 @@
+// The planner on the exact predictions (tests/flash_io_test.cpp and tests/small_cache_io_test.cpp
+// prove prediction == counted I/O, so these claims hold for the code that runs).
+#include <spattn/plan.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cmath>
+#include <vector>
+
+using spattn::Algorithm;
+using spattn::Pass;
+using spattn::plan_dense;
+
+namespace {
+
+// Powers of two from lo to hi inclusive-ish, plus hi.
+std::vector<int64_t> cache_sizes(int64_t lo, int64_t hi) {
+  std::vector<int64_t> sizes;
+  for (int64_t m = lo; m < hi; m *= 2) sizes.push_back(m);
+  sizes.push_back(hi);
+  return sizes;
+}
+
+}  // namespace
+
+TEST(Planner, AutomaticTakesTheSmallerFeasiblePrediction) {
+  for (int64_t d : {8, 64}) {
+    for (int64_t m : cache_sizes(16, 1 << 18)) {
+      for (Pass pass : {Pass::forward, Pass::backward}) {
+        const auto plan = plan_dense({256, 256, d, d}, m, pass);
+        ASSERT_TRUE(plan.flash.feasible || plan.small_cache.feasible);
+        const auto& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
+        const auto& other = plan.algorithm == Algorithm::flash ? plan.small_cache : plan.flash;
+        EXPECT_TRUE(chosen.feasible);
+        if (other.feasible) {
+          EXPECT_LE(chosen.total(), other.total()) << "d " << d << " M " << m;
+        }
+        EXPECT_EQ(plan.total(), chosen.total());
+      }
+    }
+  }
+}
+
+TEST(Planner, SmallCacheWinsFarBelowDSquaredAndFlashFarAbove) {
+  for (int64_t d : {128, 256}) {
+    const auto below = plan_dense({1024, 1024, d, d}, d * d / 16, Pass::backward);
+    ASSERT_TRUE(below.flash.feasible) << "flash needs " << below.flash.min_cache_words;
+    EXPECT_LT(below.small_cache.total(), below.flash.total()) << "d " << d;
+    EXPECT_EQ(below.algorithm, Algorithm::small_cache);
+    const auto above = plan_dense({1024, 1024, d, d}, 16 * d * d, Pass::backward);
+    EXPECT_LT(above.flash.total(), above.small_cache.total()) << "d " << d;
+    EXPECT_EQ(above.algorithm, Algorithm::flash);
+  }
+}
+
+TEST(Planner, MeasuredCrossoverStaysNearDSquared) {
+  // The switch found by the planner, as a multiple of d^2, for d = 64, 128, 256 (n = 1024):
+  // theory puts it at 1 (no constants); ours must stay within a factor of 4 across d.
+  std::vector<double> ratios;
+  for (int64_t d : {64, 128, 256}) {
+    const auto plan = plan_dense({1024, 1024, d, d}, d * d, Pass::backward);
+    ASSERT_GT(plan.switch_cache_words, 0) << "d " << d;
+    const double ratio = static_cast<double>(plan.switch_cache_words) / static_cast<double>(d * d);
+    ratios.push_back(ratio);
+    std::printf("d %lld: switch at M = %lld = %.3f d^2\n", static_cast<long long>(d),
+                static_cast<long long>(plan.switch_cache_words), ratio);
+    // Just below the switch one algorithm wins, just above the other.
+    const auto before = plan_dense({1024, 1024, d, d}, plan.switch_cache_words - 1, Pass::backward);
+    const auto after = plan_dense({1024, 1024, d, d}, plan.switch_cache_words, Pass::backward);
+    EXPECT_NE(before.algorithm, after.algorithm);
+  }
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  EXPECT_LE(*hi / *lo, 4.0);
+}
+
+TEST(Planner, IoOverTheBoundVariesByAtMostFourTimes) {
+  // Across n in {256, 1024, 4096}, d in {16, 64, 128}, M in [4d, n d]: the planner's backward I/O
+  // divided by the Theorem 1.1 expression (constant 1).
+  double lo = INFINITY, hi = 0.0;
+  std::array<int64_t, 3> lo_at{}, hi_at{};  // (n, d, M)
+  for (int64_t n : {256, 1024, 4096}) {
+    for (int64_t d : {16, 64, 128}) {
+      for (int64_t m : cache_sizes(4 * d, n * d)) {
+        const auto plan = plan_dense({n, n, d, d}, m, Pass::backward);
+        if (plan.ratio_to_bound < lo) lo_at = {n, d, m};
+        if (plan.ratio_to_bound > hi) hi_at = {n, d, m};
+        lo = std::min(lo, plan.ratio_to_bound);
+        hi = std::max(hi, plan.ratio_to_bound);
+      }
+    }
+  }
+  std::printf("planner I/O / bound: %.3f (n %lld, d %lld, M %lld) to %.3f (n %lld, d %lld, M %lld), "
+              "spread %.2fx\n", lo, static_cast<long long>(lo_at[0]), static_cast<long long>(lo_at[1]),
+              static_cast<long long>(lo_at[2]), hi, static_cast<long long>(hi_at[0]),
+              static_cast<long long>(hi_at[1]), static_cast<long long>(hi_at[2]), hi / lo);
+  EXPECT_LE(hi / lo, 4.0);
+}
+
+TEST(Planner, PlanIsPrintableAndNamesItsParts) {
+  const auto plan = plan_dense({1024, 1024, 64, 64}, 4096, Pass::backward);
+  const std::string text = plan.to_string();
+  for (const char* part : {"algorithm:", "predicted I/O", "flash:", "small_cache:", "lower bound",
+                           "ratio to bound", "switch"}) {
+    EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
+  }
+}
+
+TEST(Planner, InfeasibleRequestsStateTheMinimum) {
+  try {
+    plan_dense({64, 64, 64, 64}, 100, Pass::backward, Algorithm::flash);
+    FAIL();
+  } catch (const spattn::InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("needs M >= 387"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(plan_dense({64, 64, 64, 64}, 0, Pass::forward), spattn::InvalidArgument);
+  EXPECT_THROW(plan_dense({-1, 64, 64, 64}, 4096, Pass::forward), spattn::InvalidArgument);
+  EXPECT_THROW(plan_dense({64, 64, 64, 64}, 4096, Pass::forward, Algorithm::reference),
+               spattn::InvalidArgument);
+  EXPECT_THROW(spattn::parse_algorithm("fast"), spattn::InvalidArgument);
+}
