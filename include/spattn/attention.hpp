@@ -1,0 +1,51 @@
+// Attention forward and backward on float32 tensors, run by a schedule of the I/O model.
+//
+//   spattn::AttentionOptions options;
+//   options.cache_words = 16384;              // M; 0 = detected from this machine's L1d
+//   spattn::io::Ledger ledger;                // optional: count every word moved
+//   options.ledger = &ledger;
+//   auto plan = spattn::attention_forward(q, k, v, o, lse, options);
+//
+// Tensors are strided views of (batch, heads, seqlen, head_dim) (rank-2 arrays as batch = heads =
+// 1). k and v have kv_heads heads; this version needs kv_heads == heads for the flash and
+// small_cache schedules (the reference accepts grouped-query attention). The mask is full (every
+// query attends every key); sparse masks come with the block-sparse algorithms.
+// Validation happens here, once, before any output is written; messages name the argument and
+// the values ("attention_backward: d_o has seqlen 63, q has 64").
+#pragma once
+
+#include <spattn/io.hpp>
+#include <spattn/plan.hpp>
+#include <spattn/tensor.hpp>
+
+#include <cstdint>
+#include <optional>
+
+namespace spattn {
+
+struct AttentionOptions {
+  Algorithm algorithm = Algorithm::automatic;
+  std::optional<double> scale;   // default 1 / sqrt(head_dim)
+  int64_t cache_words = 0;       // fast-memory size M in words; 0 = default_cache_words()
+  io::Ledger* ledger = nullptr;  // when set, every word moved is counted into it
+};
+
+// The fast-memory size used when none is given: this machine's per-core L1 data cache in fp32
+// words (sysconf or /sys), or 12288 words (48 KiB) when the OS does not say.
+int64_t default_cache_words();
+
+// o: (batch, heads, seqlen_q, head_dim_v); lse: (batch, heads, seqlen_q, 1).
+// Returns the plan that ran (for Algorithm::reference, a plan of the automatic choice, for
+// reporting only).
+Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
+                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
+                       const AttentionOptions& options);
+
+// dq, dk, dv take the shapes of q, k, v. o and lse are the forward's outputs.
+Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
+                        TensorView<const float> v, TensorView<const float> o,
+                        TensorView<const float> lse, TensorView<const float> d_o,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
+                        const AttentionOptions& options);
+
+}  // namespace spattn

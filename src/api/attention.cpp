@@ -1,0 +1,218 @@
+// The public attention entry points: validate once, plan, then run each head's schedule.
+#include <spattn/attention.hpp>
+
+#include "schedules/flash.hpp"
+#include "schedules/small_cache.hpp"
+
+#include <spattn/error.hpp>
+#include <spattn/reference.hpp>
+
+#include <sparse_formats/patterns.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace spattn {
+
+namespace {
+
+using io::SlowMatrix;
+
+template <typename T>
+void check_rank4(const char* where, const char* name, const TensorView<T>& t) {
+  for (int i = 0; i < 4; ++i) {
+    if (t.shape[static_cast<size_t>(i)] < 0) {
+      fail(where, ": ", name, " has a negative extent ", t.shape[static_cast<size_t>(i)], " in dimension ", i);
+    }
+  }
+  if (t.data == nullptr && t.numel() > 0) fail(where, ": ", name, " has no data but ", t.numel(), " elements");
+}
+
+template <typename A, typename B>
+void check_same(const char* where, const char* what, const char* a_name, const TensorView<A>& a,
+                int a_dim, const char* b_name, const TensorView<B>& b, int b_dim) {
+  const int64_t x = a.shape[static_cast<size_t>(a_dim)];
+  const int64_t y = b.shape[static_cast<size_t>(b_dim)];
+  if (x != y) fail(where, ": ", a_name, " has ", what, " ", x, ", ", b_name, " has ", y);
+}
+
+// `t` has q's batch, heads and seqlen (the outputs and per-query inputs do).
+template <typename T>
+void check_per_query(const char* where, const char* name, const TensorView<T>& t,
+                     const TensorView<const float>& q) {
+  check_rank4(where, name, t);
+  check_same(where, "batch", name, t, 0, "q", q, 0);
+  check_same(where, "heads", name, t, 1, "q", q, 1);
+  check_same(where, "seqlen", name, t, 2, "q", q, 2);
+}
+
+double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim) {
+  const double scale = options.scale.value_or(
+      head_dim > 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0);
+  if (!std::isfinite(scale)) fail(where, ": scale = ", scale, " must be finite");
+  return scale;
+}
+
+int64_t resolve_cache(const char* where, const AttentionOptions& options) {
+  if (options.cache_words < 0) fail(where, ": cache_words = ", options.cache_words, " must be >= 0");
+  return options.cache_words == 0 ? default_cache_words() : options.cache_words;
+}
+
+// The q/k/v checks shared by both passes; returns the per-head shape.
+bounds::DenseShape check_qkv(const char* where, const TensorView<const float>& q,
+                             const TensorView<const float>& k, const TensorView<const float>& v,
+                             Algorithm algorithm) {
+  check_rank4(where, "q", q);
+  check_rank4(where, "k", k);
+  check_rank4(where, "v", v);
+  check_same(where, "batch", "k", k, 0, "q", q, 0);
+  check_same(where, "batch", "v", v, 0, "q", q, 0);
+  check_same(where, "heads", "v", v, 1, "k", k, 1);
+  check_same(where, "head_dim", "k", k, 3, "q", q, 3);
+  check_same(where, "seqlen", "v", v, 2, "k", k, 2);
+  if (k.heads() == 0 ? q.heads() != 0 : q.heads() % k.heads() != 0) {
+    fail(where, ": q has ", q.heads(), " heads, not a multiple of k's ", k.heads(), " heads");
+  }
+  if (algorithm != Algorithm::reference && k.heads() != q.heads()) {
+    fail(where, ": grouped-query attention (k has ", k.heads(), " heads, q has ", q.heads(),
+         ") runs with algorithm reference only in this version");
+  }
+  return {q.seqlen(), k.seqlen(), q.head_dim(), v.head_dim()};
+}
+
+SlowMatrix<const float> head_matrix(const TensorView<const float>& t, int64_t b, int64_t h) {
+  return SlowMatrix<const float>(t.row(b, h, 0), t.seqlen(), t.head_dim(), t.stride[2], t.stride[3]);
+}
+SlowMatrix<float> head_matrix(const TensorView<float>& t, int64_t b, int64_t h) {
+  return SlowMatrix<float>(t.row(b, h, 0), t.seqlen(), t.head_dim(), t.stride[2], t.stride[3]);
+}
+
+// A float view as a contiguous double copy, for the reference.
+struct DoubleCopy {
+  std::vector<double> data;
+  TensorView<const double> view;
+};
+DoubleCopy to_double(const TensorView<const float>& t) {
+  DoubleCopy copy;
+  copy.data.reserve(static_cast<size_t>(t.numel()));
+  for (int64_t b = 0; b < t.batch(); ++b)
+    for (int64_t h = 0; h < t.heads(); ++h)
+      for (int64_t s = 0; s < t.seqlen(); ++s)
+        for (int64_t d = 0; d < t.head_dim(); ++d) copy.data.push_back(t.at(b, h, s, d));
+  copy.view = TensorView<const double>::contiguous(copy.data.data(), t.batch(), t.heads(), t.seqlen(), t.head_dim());
+  return copy;
+}
+void copy_out(const std::vector<double>& from, const TensorView<float>& to) {
+  size_t i = 0;
+  for (int64_t b = 0; b < to.batch(); ++b)
+    for (int64_t h = 0; h < to.heads(); ++h)
+      for (int64_t s = 0; s < to.seqlen(); ++s)
+        for (int64_t d = 0; d < to.head_dim(); ++d) to.at(b, h, s, d) = static_cast<float>(from[i++]);
+}
+
+Plan make_plan(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
+               Algorithm algorithm, int64_t num_heads) {
+  const Algorithm planned = algorithm == Algorithm::reference ? Algorithm::automatic : algorithm;
+  return plan_dense(shape, cache_words, pass, planned, num_heads);
+}
+
+}  // namespace
+
+Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
+                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
+                       const AttentionOptions& options) {
+  const char* where = "attention_forward";
+  const bounds::DenseShape shape = check_qkv(where, q, k, v, options.algorithm);
+  check_per_query(where, "o", o, q);
+  check_same(where, "head_dim", "o", o, 3, "v", v, 3);
+  check_per_query(where, "lse", lse, q);
+  if (lse.head_dim() != 1) fail(where, ": lse must have last extent 1, has ", lse.head_dim());
+  const double scale = resolve_scale(where, options, q.head_dim());
+  const int64_t cache_words = resolve_cache(where, options);
+  const Plan plan = make_plan(shape, cache_words, Pass::forward, options.algorithm, q.batch() * q.heads());
+
+  if (options.algorithm == Algorithm::reference) {
+    const auto mask = sparse_formats::full_pattern<int64_t>(q.seqlen(), k.seqlen());
+    const DoubleCopy qd = to_double(q), kd = to_double(k), vd = to_double(v);
+    const auto result = reference::forward<int64_t>(qd.view, kd.view, vd.view, {mask.view()}, scale);
+    copy_out(result.o, o);
+    copy_out(result.lse, lse);
+    return plan;
+  }
+  const schedules::HeadShape head{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v};
+  for (int64_t b = 0; b < q.batch(); ++b) {
+    for (int64_t h = 0; h < q.heads(); ++h) {
+      const schedules::HeadForward problem{head_matrix(q, b, h), head_matrix(k, b, h),
+                                           head_matrix(v, b, h), head_matrix(o, b, h),
+                                           head_matrix(lse, b, h), static_cast<float>(scale)};
+      if (plan.algorithm == Algorithm::flash) {
+        io::FastMemory fast(cache_words, options.ledger, "flash forward");
+        schedules::flash_forward(fast, problem, schedules::flash_tiles(head, cache_words, schedules::Pass::forward));
+      } else {
+        io::FastMemory fast(cache_words, options.ledger, "small_cache forward");
+        schedules::small_cache_forward(fast, problem, schedules::small_cache_tiles(head, cache_words, schedules::Pass::forward));
+      }
+    }
+  }
+  return plan;
+}
+
+Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
+                        TensorView<const float> v, TensorView<const float> o,
+                        TensorView<const float> lse, TensorView<const float> d_o,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
+                        const AttentionOptions& options) {
+  const char* where = "attention_backward";
+  const bounds::DenseShape shape = check_qkv(where, q, k, v, options.algorithm);
+  for (const auto& [name, t] : {std::pair<const char*, TensorView<const float>>{"o", o}, {"d_o", d_o}}) {
+    check_per_query(where, name, t, q);
+    check_same(where, "head_dim", name, t, 3, "v", v, 3);
+  }
+  check_per_query(where, "lse", lse, q);
+  if (lse.head_dim() != 1) fail(where, ": lse must have last extent 1, has ", lse.head_dim());
+  for (const auto& [name, grad, like] :
+       {std::tuple<const char*, TensorView<float>, TensorView<const float>>{"dq", dq, q}, {"dk", dk, k}, {"dv", dv, v}}) {
+    check_rank4(where, name, grad);
+    for (int dim = 0; dim < 4; ++dim) {
+      if (grad.shape[static_cast<size_t>(dim)] != like.shape[static_cast<size_t>(dim)]) {
+        fail(where, ": ", name, " has extent ", grad.shape[static_cast<size_t>(dim)], " in dimension ", dim,
+             ", its input has ", like.shape[static_cast<size_t>(dim)]);
+      }
+    }
+  }
+  const double scale = resolve_scale(where, options, q.head_dim());
+  const int64_t cache_words = resolve_cache(where, options);
+  const Plan plan = make_plan(shape, cache_words, Pass::backward, options.algorithm, q.batch() * q.heads());
+
+  if (options.algorithm == Algorithm::reference) {
+    const auto mask = sparse_formats::full_pattern<int64_t>(q.seqlen(), k.seqlen());
+    const DoubleCopy qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(d_o);
+    const auto result = reference::backward<int64_t>(qd.view, kd.view, vd.view, dod.view, {mask.view()}, scale);
+    copy_out(result.dq, dq);
+    copy_out(result.dk, dk);
+    copy_out(result.dv, dv);
+    return plan;
+  }
+  const schedules::HeadShape head{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v};
+  std::vector<float> delta(static_cast<size_t>(q.seqlen()));  // slow-memory scratch for D
+  for (int64_t b = 0; b < q.batch(); ++b) {
+    for (int64_t h = 0; h < q.heads(); ++h) {
+      const schedules::HeadBackward problem{
+          head_matrix(q, b, h), head_matrix(k, b, h), head_matrix(v, b, h), head_matrix(o, b, h),
+          head_matrix(lse, b, h), head_matrix(d_o, b, h),
+          SlowMatrix<float>::dense(delta.data(), q.seqlen(), 1), head_matrix(dq, b, h),
+          head_matrix(dk, b, h), head_matrix(dv, b, h), static_cast<float>(scale)};
+      if (plan.algorithm == Algorithm::flash) {
+        io::FastMemory fast(cache_words, options.ledger, "flash backward");
+        schedules::flash_backward(fast, problem, schedules::flash_tiles(head, cache_words, schedules::Pass::backward));
+      } else {
+        io::FastMemory fast(cache_words, options.ledger, "small_cache backward");
+        schedules::small_cache_backward(fast, problem, schedules::small_cache_tiles(head, cache_words, schedules::Pass::backward));
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace spattn
