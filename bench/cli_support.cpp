@@ -82,6 +82,22 @@ std::string Table::render() const {
   return out.str();
 }
 
+CLI::Validator at_least(int64_t minimum) {
+  return CLI::Validator(
+      [minimum](std::string& text) -> std::string {
+        try {
+          size_t used = 0;
+          const long long value = std::stoll(text, &used);
+          if (used != text.size()) return "must be an integer, got '" + text + "'";
+          if (value < minimum) return "must be >= " + std::to_string(minimum) + ", got " + text;
+          return "";
+        } catch (const std::exception&) {
+          return "must be an integer, got '" + text + "'";
+        }
+      },
+      ">=" + std::to_string(minimum));
+}
+
 std::string format_count(int64_t value) {
   if (std::llabs(value) < 10'000'000) return std::to_string(value);
   char buffer[32];
@@ -95,6 +111,37 @@ std::string format_real(double value, int significant) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.*g", significant, value);
   return buffer;
+}
+
+}  // namespace spattn::cli
+
+#include <sparse_formats/error.hpp>
+#include <sparse_formats/matrix_market.hpp>
+#include <sparse_formats/patterns.hpp>
+
+namespace spattn::cli {
+
+sparse_formats::CsrPattern<int64_t> load_mask(const std::string& spec_or_file, int64_t seqlen_q,
+                                              int64_t seqlen_k, const std::string& flag) {
+  const bool is_file = spec_or_file.size() > 4 &&
+                       spec_or_file.compare(spec_or_file.size() - 4, 4, ".mtx") == 0;
+  if (is_file) {
+    auto mask = sparse_formats::read_mask_mtx<int64_t>(spec_or_file);
+    if (mask.num_rows != seqlen_q || mask.num_cols != seqlen_k) {
+      throw sparse_formats::FormatError(
+          flag + ": " + spec_or_file + " is " + std::to_string(mask.num_rows) + " x " +
+          std::to_string(mask.num_cols) + ", but the tensors need seqlen_q x seqlen_k = " +
+          std::to_string(seqlen_q) + " x " + std::to_string(seqlen_k));
+    }
+    return mask;
+  }
+  sparse_formats::PatternSpec spec;
+  try {
+    spec = sparse_formats::parse_pattern_spec(spec_or_file);
+    return sparse_formats::make_pattern<int64_t>(spec, seqlen_q, seqlen_k);
+  } catch (const sparse_formats::FormatError& error) {
+    throw UsageError(flag + ": " + error.what());
+  }
 }
 
 }  // namespace spattn::cli

@@ -4,6 +4,8 @@
 
 #include <sparse_formats/csr.hpp>
 
+#include <CLI/CLI.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
@@ -59,6 +61,10 @@ class Table {
   std::vector<std::string> header_;
   std::vector<std::vector<std::string>> rows_;
 };
+
+// Validators with short messages ("must be >= 1, got -5"); CLI11's own range checks print
+// the full double range.
+CLI::Validator at_least(int64_t minimum);
 
 // Number formatting for tables: integers with thousands kept compact (1.23e9 style above 1e7),
 // ratios with 3 significant digits.

@@ -1,0 +1,191 @@
+// spattn attention: runs attention on tensors from .npy files and writes the results as .npy.
+//   spattn attention --q Q.npy --k K.npy --v V.npy [--do dO.npy] --mask SPEC|FILE.mtx --out DIR
+// Shapes are (seqlen, head_dim) or (batch, heads, seqlen, head_dim); K and V may have fewer heads
+// (grouped-query attention). Writes o.npy, lse.npy, and dq.npy, dk.npy, dv.npy when dO is given,
+// all or nothing.
+#include "cli_support.hpp"
+#include "commands.hpp"
+
+#include <spattn/attention.hpp>
+#include <spattn/plan.hpp>
+#include <spattn/reference.hpp>
+#include <spattn/tensor.hpp>
+
+#include <sparse_formats/npy.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+namespace spattn::cli {
+
+namespace {
+
+struct AttentionCommand {
+  std::string q, k, v, d_o, mask, out;
+  std::optional<double> scale;
+  std::string algorithm = "reference";
+  std::string out_dtype = "float32";
+  int64_t cache_words = 0;
+  bool io = false;
+};
+
+struct LoadedTensor {
+  sparse_formats::NpyArrayT<double> array;
+  TensorView<const double> view;
+};
+
+LoadedTensor load_tensor(const std::string& path, const std::string& flag) {
+  LoadedTensor tensor{sparse_formats::read_npy<double>(path), {}};
+  const auto& shape = tensor.array.shape;
+  if (shape.size() == 2) {
+    tensor.view = TensorView<const double>::matrix(tensor.array.data.data(), shape[0], shape[1]);
+  } else if (shape.size() == 4) {
+    tensor.view = TensorView<const double>::contiguous(tensor.array.data.data(), shape[0], shape[1],
+                                                       shape[2], shape[3]);
+  } else {
+    throw UsageError(flag + ": " + path + " has rank " + std::to_string(shape.size()) +
+                     "; expected (seqlen, head_dim) or (batch, heads, seqlen, head_dim)");
+  }
+  return tensor;
+}
+
+// The shape to write an output with: rank 2 when the inputs were rank 2.
+std::vector<int64_t> output_shape(const LoadedTensor& like, int64_t last_dim, bool drop_last) {
+  const auto& v = like.view;
+  std::vector<int64_t> shape;
+  if (like.array.shape.size() == 4) shape = {v.batch(), v.heads()};
+  shape.push_back(v.seqlen());
+  if (!drop_last) shape.push_back(last_dim);
+  return shape;
+}
+
+void write_output(StagedDirectory& out, const std::string& name, const std::vector<double>& data,
+                  const std::vector<int64_t>& shape, const std::string& dtype) {
+  if (dtype == "float64") {
+    sparse_formats::write_npy<double>(out.path(name), data.data(), shape);
+  } else {
+    const std::vector<float> narrow(data.begin(), data.end());
+    sparse_formats::write_npy<float>(out.path(name), narrow.data(), shape);
+  }
+}
+
+struct ScheduledResult {
+  reference::ForwardResult forward;
+  std::optional<reference::BackwardResult> backward;
+};
+
+// Float copies of the inputs, the algorithm's outputs widened back to double for writing.
+ScheduledResult run_schedule(const AttentionCommand& options, const LoadedTensor& q,
+                             const LoadedTensor& k, const LoadedTensor& v,
+                             const std::optional<LoadedTensor>& d_o, double scale) {
+  auto narrow = [](const LoadedTensor& t) { return std::vector<float>(t.array.data.begin(), t.array.data.end()); };
+  auto view = [](std::vector<float>& data, const TensorView<const double>& like, int64_t last) {
+    return TensorView<float>::contiguous(data.data(), like.batch(), like.heads(), like.seqlen(), last);
+  };
+  std::vector<float> qf = narrow(q), kf = narrow(k), vf = narrow(v);
+  const auto qv = view(qf, q.view, q.view.head_dim()), kv = view(kf, k.view, k.view.head_dim()),
+             vv = view(vf, v.view, v.view.head_dim());
+  const int64_t rows = q.view.batch() * q.view.heads() * q.view.seqlen();
+  std::vector<float> of(static_cast<size_t>(rows * v.view.head_dim())), lsef(static_cast<size_t>(rows));
+  const auto ov = view(of, q.view, v.view.head_dim()), lsev = view(lsef, q.view, 1);
+
+  spattn::AttentionOptions api;
+  api.algorithm = parse_algorithm(options.algorithm);
+  api.scale = scale;
+  api.cache_words = options.cache_words;
+  io::Ledger forward_ledger, backward_ledger;
+  if (options.io) api.ledger = &forward_ledger;
+  const Plan forward_plan = attention_forward(qv, kv, vv, ov, lsev, api);
+  ScheduledResult result;
+  result.forward.o.assign(of.begin(), of.end());
+  result.forward.lse.assign(lsef.begin(), lsef.end());
+  if (options.io) {
+    std::cout << forward_plan.to_string() << "counted (forward):\n" << forward_ledger.report() << '\n';
+  }
+  if (!d_o) return result;
+
+  std::vector<float> dof = narrow(*d_o);
+  const auto dov = view(dof, d_o->view, d_o->view.head_dim());
+  std::vector<float> dqf(qf.size()), dkf(kf.size()), dvf(vf.size());
+  if (options.io) api.ledger = &backward_ledger;
+  const Plan backward_plan = attention_backward(qv, kv, vv, ov, lsev, dov, view(dqf, q.view, q.view.head_dim()),
+                                                view(dkf, k.view, k.view.head_dim()),
+                                                view(dvf, v.view, v.view.head_dim()), api);
+  result.backward = reference::BackwardResult{{dqf.begin(), dqf.end()}, {dkf.begin(), dkf.end()}, {dvf.begin(), dvf.end()}};
+  if (options.io) {
+    std::cout << backward_plan.to_string() << "counted (backward):\n" << backward_ledger.report() << '\n';
+  }
+  return result;
+}
+
+void run_attention(const AttentionCommand& options) {
+  const LoadedTensor q = load_tensor(options.q, "--q");
+  const LoadedTensor k = load_tensor(options.k, "--k");
+  const LoadedTensor v = load_tensor(options.v, "--v");
+  std::optional<LoadedTensor> d_o;
+  if (!options.d_o.empty()) d_o = load_tensor(options.d_o, "--do");
+  if (q.array.shape.size() != k.array.shape.size() || q.array.shape.size() != v.array.shape.size()) {
+    throw UsageError("--q, --k, --v: tensors must all be rank 2 or all rank 4");
+  }
+  const double scale = options.scale.value_or(
+      q.view.head_dim() > 0 ? 1.0 / std::sqrt(static_cast<double>(q.view.head_dim())) : 1.0);
+  if (!std::isfinite(scale)) throw UsageError("--scale: must be finite");
+  const auto mask = load_mask(options.mask, q.view.seqlen(), k.view.seqlen(), "--mask");
+  const reference::MaskList<int64_t> masks{mask.view()};
+
+  // Compute everything before writing anything.
+  reference::ForwardResult forward;
+  std::optional<reference::BackwardResult> backward;
+  if (options.algorithm == "reference") {
+    forward = reference::forward<int64_t>(q.view, k.view, v.view, masks, scale);
+    if (d_o) backward = reference::backward<int64_t>(q.view, k.view, v.view, d_o->view, masks, scale);
+  } else {
+    if (mask.nnz() != q.view.seqlen() * k.view.seqlen()) {
+      throw UsageError("--mask: algorithm " + options.algorithm +
+                       " runs the full mask only in this version (use --algorithm reference for "
+                       "sparse masks)");
+    }
+    const auto scheduled = run_schedule(options, q, k, v, d_o, scale);
+    forward = scheduled.forward;
+    backward = scheduled.backward;
+  }
+
+  StagedDirectory out(options.out);
+  write_output(out, "o.npy", forward.o, output_shape(q, v.view.head_dim(), false), options.out_dtype);
+  write_output(out, "lse.npy", forward.lse, output_shape(q, 0, true), options.out_dtype);
+  if (backward) {
+    write_output(out, "dq.npy", backward->dq, output_shape(q, q.view.head_dim(), false), options.out_dtype);
+    write_output(out, "dk.npy", backward->dk, output_shape(k, k.view.head_dim(), false), options.out_dtype);
+    write_output(out, "dv.npy", backward->dv, output_shape(v, v.view.head_dim(), false), options.out_dtype);
+  }
+  out.commit();
+  std::cout << "wrote " << (backward ? "o, lse, dq, dk, dv" : "o, lse") << " to " << options.out
+            << " (algorithm " << options.algorithm << ", scale " << scale << ")\n";
+}
+
+}  // namespace
+
+void register_attention(CLI::App& app) {
+  auto options = std::make_shared<AttentionCommand>();
+  CLI::App* cmd = app.add_subcommand("attention", "Run attention on .npy tensors, write .npy results");
+  cmd->add_option("--q", options->q, "Queries: (seqlen_q, head_dim) or (batch, heads, seqlen_q, head_dim)")->required();
+  cmd->add_option("--k", options->k, "Keys: (seqlen_k, head_dim) or (batch, kv_heads, seqlen_k, head_dim)")->required();
+  cmd->add_option("--v", options->v, "Values: (seqlen_k, head_dim_v) or (batch, kv_heads, seqlen_k, head_dim_v)")->required();
+  cmd->add_option("--do", options->d_o, "Output gradient dO (same shape as O); when given, writes dq, dk, dv");
+  cmd->add_option("--mask", options->mask, "A PATTERN-SPEC (e.g. causal, sliding_window:w=128) or a .mtx file")->required();
+  cmd->add_option("--scale", options->scale, "Softmax scale (default 1/sqrt(head_dim))");
+  cmd->add_option("--algorithm", options->algorithm, "Algorithm")
+      ->check(CLI::IsMember({"reference", "flash", "small_cache", "auto"}))->capture_default_str();
+  cmd->add_option("--cache-words", options->cache_words,
+                  "Fast-memory size M in words for flash / small_cache / auto (0: this machine's L1d)")
+      ->check(at_least(0))->capture_default_str();
+  cmd->add_flag("--io", options->io, "Print the plan and the counted I/O ledger (per operand, peak resident)");
+  cmd->add_option("--out-dtype", options->out_dtype, "dtype of the written .npy files")
+      ->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
+  cmd->add_option("--out", options->out, "Output directory (written all or nothing)")->required();
+  cmd->callback([options] { run_attention(*options); });
+}
+
+}  // namespace spattn::cli

@@ -1,0 +1,183 @@
+// The spattn program as a user meets it: exit codes (0 ok, 1 runtime error, 2 usage error), one
+// clear line per error naming the argument, outputs written all or nothing.
+#include <sparse_formats/npy.hpp>
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifndef SPATTN_CLI_PATH
+#error "cli_test needs SPATTN_CLI_PATH (the CLI target must be built)"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result run(const std::string& arguments) {
+  const std::string command = std::string(SPATTN_CLI_PATH) + " " + arguments + " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) result.output += buffer.data();
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("spattn_cli_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write_tensor(const std::string& name, std::vector<int64_t> shape, unsigned seed) {
+    int64_t count = 1;
+    for (int64_t extent : shape) count *= extent;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> values(static_cast<size_t>(count));
+    for (float& value : values) value = uniform(rng);
+    const std::string path = (dir_ / name).string();
+    sparse_formats::write_npy<float>(path, values.data(), shape);
+    return path;
+  }
+  std::string tensors(int64_t n, int64_t d) {
+    return "attention --q " + write_tensor("q.npy", {n, d}, 1) + " --k " + write_tensor("k.npy", {n, d}, 2) +
+           " --v " + write_tensor("v.npy", {n, d}, 3);
+  }
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(CliTest, VersionAndHelpExitZero) {
+  const Result version = run("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.output.find("spattn 0."), std::string::npos) << version.output;
+  const Result help = run("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* command : {"patterns", "attention", "plan", "bound", "run"}) {
+    EXPECT_NE(help.output.find(command), std::string::npos) << command;
+  }
+}
+
+TEST_F(CliTest, PatternsListsEveryPatternAndShowsOne) {
+  const Result list = run("patterns");
+  EXPECT_EQ(list.exit_code, 0);
+  for (const char* name : {"causal", "sliding_window", "bigbird", "documents", "random"}) {
+    EXPECT_NE(list.output.find(name), std::string::npos) << name;
+  }
+  const Result show = run("patterns causal --n 8 --block 4");
+  EXPECT_EQ(show.exit_code, 0) << show.output;
+  EXPECT_NE(show.output.find("attended pairs: 36"), std::string::npos) << show.output;
+  EXPECT_NE(show.output.find("3 stored (1 full, 2 partial)"), std::string::npos) << show.output;
+}
+
+TEST_F(CliTest, UnknownPatternIsAUsageErrorNamingTheFlag) {
+  const Result r = run("patterns nosuch --n 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("nosuch"), std::string::npos) << r.output;
+}
+
+TEST_F(CliTest, AttentionWritesForwardAndBackwardOutputs) {
+  const std::string out = (dir_ / "out").string();
+  const Result r = run(tensors(7, 3) + " --do " + write_tensor("do.npy", {7, 3}, 4) +
+                       " --mask causal --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* name : {"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy"}) {
+    ASSERT_TRUE(fs::exists(fs::path(out) / name)) << name;
+  }
+  const auto o = sparse_formats::read_npy<float>((fs::path(out) / "o.npy").string());
+  EXPECT_EQ(o.shape, (std::vector<int64_t>{7, 3}));
+  const auto lse = sparse_formats::read_npy<float>((fs::path(out) / "lse.npy").string());
+  EXPECT_EQ(lse.shape, (std::vector<int64_t>{7}));
+  // Row 0 of a causal mask attends only key 0: O_0 = V_0.
+  const auto v = sparse_formats::read_npy<float>((dir_ / "v.npy").string());
+  for (int c = 0; c < 3; ++c) EXPECT_FLOAT_EQ(o.data[static_cast<size_t>(c)], v.data[static_cast<size_t>(c)]);
+}
+
+TEST_F(CliTest, ScheduledAlgorithmsAgreeWithTheReferenceAndReportTheirIo) {
+  const std::string args = tensors(33, 8) + " --do " + write_tensor("do.npy", {33, 8}, 4) + " --mask full";
+  ASSERT_EQ(run(args + " --out " + (dir_ / "ref").string()).exit_code, 0);
+  for (const char* algorithm : {"flash", "small_cache", "auto"}) {
+    const std::string out = (dir_ / algorithm).string();
+    const Result r = run(args + " --algorithm " + algorithm + " --cache-words 512 --io --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("counted (backward)"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("peak resident"), std::string::npos) << r.output;
+    for (const char* name : {"o.npy", "dq.npy", "dk.npy", "dv.npy"}) {
+      const auto got = sparse_formats::read_npy<double>((fs::path(out) / name).string());
+      const auto want = sparse_formats::read_npy<double>((dir_ / "ref" / name).string());
+      ASSERT_EQ(got.data.size(), want.data.size());
+      for (size_t i = 0; i < got.data.size(); ++i) EXPECT_NEAR(got.data[i], want.data[i], 1e-4) << name;
+    }
+  }
+}
+
+TEST_F(CliTest, FailuresLeaveTheOutputDirectoryUntouched) {
+  const std::string out = (dir_ / "out").string();
+  // A mask of the wrong shape is found only after the tensors load: runtime error, exit 1.
+  std::ofstream(dir_ / "mask.mtx") << "%%MatrixMarket matrix coordinate pattern general\n5 5 1\n1 1\n";
+  const Result r = run(tensors(7, 3) + " --mask " + (dir_ / "mask.mtx").string() + " --out " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("5 x 5"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out));
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().filename().string().find(".spattn-staging"), std::string::npos);
+  }
+}
+
+TEST_F(CliTest, UsageErrorsExitTwoAndNameTheArgument) {
+  Result r = run("attention --q x.npy");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--k"), std::string::npos) << r.output;
+  r = run("plan --cache-words -5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--cache-words"), std::string::npos) << r.output;
+  r = run("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  r = run(tensors(4, 2) + " --mask 'sliding_window:w=-3' --out " + (dir_ / "o").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--mask"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("-3"), std::string::npos) << r.output;
+}
+
+TEST_F(CliTest, UnreadableFileIsARuntimeErrorNamingTheFile) {
+  const Result r = run("attention --q /nonexistent/q.npy --k k --v v --mask full --out " + (dir_ / "o").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("/nonexistent/q.npy"), std::string::npos) << r.output;
+}
+
+TEST_F(CliTest, PlanAndBoundPrintTheirParts) {
+  Result r = run("plan --n 1024 --d 64 --cache-words 1024 --pass bwd");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("algorithm: small_cache"), std::string::npos) << r.output;
+  r = run("plan --n 1024 --d 64 --cache-words 65536 --pass bwd");
+  EXPECT_NE(r.output.find("algorithm: flash"), std::string::npos) << r.output;
+  r = run("bound --n 1024 --d 64 --cache-words 1024");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Theorem 1.1"), std::string::npos) << r.output;
+  r = run("plan --n 64 --d 64 --cache-words 100 --algorithm flash --pass bwd");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("387"), std::string::npos) << r.output;
+}
