@@ -186,7 +186,7 @@ void run_patterns(const RunFlags& flags, Progress& progress) {
     const auto mask = load_mask(spec, n, n, "--mask");
     const auto blocks = sparse_formats::csr_to_bsr_mask(mask.view(), 64, 64);
     const auto stats = sparse_formats::mask_stats(blocks);
-    const double z_input = 2.0 * static_cast<double>(n * d);  // nnz(Q) + nnz(K), dense inputs
+    const double z_input = static_cast<double>(n * d);  // (nnz(Q) + nnz(K)) / 2, dense inputs
     const auto bound = bounds::sparse(z_input, static_cast<double>(stats.nnz), m);
     const reference::MaskList<int64_t> masks{mask.view()};
     const auto start = std::chrono::steady_clock::now();
@@ -206,7 +206,7 @@ void run_patterns(const RunFlags& flags, Progress& progress) {
                    format_real(ms, 3), format_real(max_o)});
   }
   std::cout << "Mask patterns, n = " << n << ", d = " << d << ", M = d^2 = " << d * d
-            << " words (Z_input = nnz(Q) + nnz(K); the sparse bound is a worst case over masks:\n"
+            << " words (Z_input = (nnz(Q) + nnz(K)) / 2; the sparse bound is a worst case over masks:\n"
                "structured masks can beat it). fp64 reference forward + backward on each mask.\n\n"
             << table.render() << '\n';
 }
