@@ -3,6 +3,8 @@
 // is checked against calculus, design.md rule 2).
 #include <spattn/reference.hpp>
 
+#include "support/reference_fixtures.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,31 +21,9 @@ namespace {
 using spattn::TensorView;
 using sparse_formats::CsrPattern;
 namespace reference = spattn::reference;
-
-template <typename Index = int32_t>
-CsrPattern<Index> make_mask(int64_t rows, int64_t cols, const std::function<bool(int64_t, int64_t)>& attends) {
-  CsrPattern<Index> mask = CsrPattern<Index>::empty(rows, cols);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) {
-      if (attends(i, j)) mask.col_idx.push_back(static_cast<Index>(j));
-    }
-    mask.row_ptr[static_cast<std::size_t>(i + 1)] = static_cast<Index>(mask.col_idx.size());
-  }
-  return mask;
-}
-
-std::vector<double> random_values(std::size_t count, uint64_t seed) {
-  std::mt19937_64 engine(seed);
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  std::vector<double> values(count);
-  for (double& value : values) value = uniform(engine);
-  return values;
-}
-
-TensorView<const double> view(const std::vector<double>& data, int64_t batch, int64_t heads,
-                              int64_t seqlen, int64_t head_dim) {
-  return TensorView<const double>::contiguous(data.data(), batch, heads, seqlen, head_dim);
-}
+using spattn::testing::make_mask;
+using spattn::testing::random_values;
+using spattn::testing::view;
 
 TEST(ReferenceBackward, OneKeyHasNoScoreGradient) {
   // n = 1: P = 1 whatever S is, so dS = P (dP - D) = dO.v - dO.O = 0: dq = dk = 0, dv = dO.

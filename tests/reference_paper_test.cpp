@@ -3,6 +3,8 @@
 // Q = A1 X, K = A2, V = A3 Y, dO = O - E (g = A1^T dQ).
 #include <spattn/reference.hpp>
 
+#include "support/reference_fixtures.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,26 +20,9 @@ namespace {
 using spattn::TensorView;
 using sparse_formats::CsrPattern;
 namespace reference = spattn::reference;
-
-template <typename Index = int32_t>
-CsrPattern<Index> make_mask(int64_t rows, int64_t cols, const std::function<bool(int64_t, int64_t)>& attends) {
-  CsrPattern<Index> mask = CsrPattern<Index>::empty(rows, cols);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) {
-      if (attends(i, j)) mask.col_idx.push_back(static_cast<Index>(j));
-    }
-    mask.row_ptr[static_cast<std::size_t>(i + 1)] = static_cast<Index>(mask.col_idx.size());
-  }
-  return mask;
-}
-
-std::vector<double> random_values(std::size_t count, uint64_t seed) {
-  std::mt19937_64 engine(seed);
-  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  std::vector<double> values(count);
-  for (double& value : values) value = uniform(engine);
-  return values;
-}
+using spattn::testing::make_mask;
+using spattn::testing::random_values;
+using spattn::testing::view;
 
 // C = A B for row-major A (rows x inner), B (inner x cols).
 std::vector<double> matmul(const std::vector<double>& a, const std::vector<double>& b, int64_t rows, int64_t inner,
