@@ -1,6 +1,7 @@
 // The flash schedule: FlashAttention-style tiling for the large-cache regime (theory.md section 4),
-// dense, fp32, forward and backward, with an exact closed-form count of the words it moves.
-// docs/flash.md derives every formula below.
+// fp32, forward and backward, dense or over a block-sparse mask (a FlashMask, flash_mask.hpp),
+// with an exact count of the words it moves. docs/flash.md derives the dense formulas below,
+// docs/block_sparse.md the masked ones.
 //
 // Every loop nest keeps one tile resident (the outer tile) and streams the other operand through
 // it in tiles of a few rows (the inner tile):
@@ -45,6 +46,17 @@ struct FlashTiles {
   }
 };
 
+// Whether a run walks a block-sparse mask (a FlashMask, flash_mask.hpp) or is dense
+// (mask == nullptr: every tile visited, no index word moved). A masked run keeps a few index
+// buffers resident next to the tiles, so its tile choice reserves room for them.
+enum class FlashMasking : uint8_t { dense, block_sparse };
+
+// The index words a masked run keeps resident in each masked loop nest (on top of the tiles):
+//   3 (the list header: tile_ptr pair, partial_ptr) + kFlashListChunk (a chunk of the tile list)
+//   + ceil(outer * inner / 64) (the bit set of one partial tile, one word per 64 bits).
+inline constexpr int64_t kFlashListChunk = 16;
+int64_t flash_mask_resident_words(int64_t outer_rows, int64_t inner_rows);
+
 // The words resident in fast memory while the schedule runs with these tiles: the peak, exactly
 // (the largest over the loop nests of a pass; each nest allocates its buffers once, before its
 // loops). With d = head_dim, e = head_dim_v, (bq, bk) = (block_q, block_k), (cq, ck) = the dkdv
@@ -53,22 +65,29 @@ struct FlashTiles {
 //   D pre-pass   bq (2 e + 1)                               O, dO, D
 //   dK/dV pass   ck (2 d + 2 e) + cq (d + e + 2) + cq ck    K, V, dK, dV | Q, dO, LSE, D | P/dS
 //   dQ pass      bq (2 d + e + 2) + bk (d + e) + bq bk      Q, dO, LSE, D, dQ | K, V | P/dS
+// block_sparse adds flash_mask_resident_words(bq, bk) to the forward and dQ nests and
+// flash_mask_resident_words(ck, cq) to the dK/dV nest (the D pre-pass reads no mask).
 // Throws InvalidArgument when a tile the pass uses is not positive.
-int64_t flash_resident_words(const HeadShape& shape, const FlashTiles& tiles, Pass pass);
+int64_t flash_resident_words(const HeadShape& shape, const FlashTiles& tiles, Pass pass,
+                             FlashMasking masking = FlashMasking::dense);
 
 // The smallest M for which 1 x 1 tiles fit (independent of the sequence lengths):
 //   forward   2 d + 2 e + 3
 //   backward  3 d + 3 e + 3   (the dK/dV pass; the dQ pass needs 3 d + 2 e + 3, D 2 e + 1)
-// e.g. 387 words for the backward at d = e = 64.
-int64_t flash_min_cache_words(const HeadShape& shape, Pass pass);
+// e.g. 387 words for the backward at d = e = 64. block_sparse adds 3 + 16 + 1 = 20 words.
+int64_t flash_min_cache_words(const HeadShape& shape, Pass pass,
+                              FlashMasking masking = FlashMasking::dense);
 
 // The tiles for a fast memory of cache_words words: the outer tile of each loop nest as large as
 // fits next to an inner tile of min(16, outer_1 / 16) rows (at least 1; outer_1 = the outer tile
 // that fits next to a 1-row inner tile), both capped at their sequence lengths; when the outer
-// tile is capped, the inner tile grows into the memory left. This is the only place flash tiles
-// are chosen. Throws InvalidArgument when cache_words < flash_min_cache_words(shape, pass),
-// stating the minimum.
-FlashTiles flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass);
+// tile is capped, the inner tile grows into the memory left. block_sparse fits the tiles next to
+// the mask's resident index words (same rule, flash_resident_words(..., block_sparse) <= M). This
+// is the only place flash tiles are chosen; they never depend on the mask's own block size.
+// Throws InvalidArgument when cache_words < flash_min_cache_words(shape, pass, masking), stating
+// the minimum.
+FlashTiles flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
+                       FlashMasking masking = FlashMasking::dense);
 
 // The exact words moved by flash_forward / flash_backward with these tiles, in O(1) arithmetic.
 // With n_q = seqlen_q, n_k = seqlen_k, T(n, b) = ceil(n / b), and both seqlens positive:
@@ -79,15 +98,38 @@ FlashTiles flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass);
 //                 + n_q (d + e + 2) + T(n_q, bq) n_k (d + e)   dQ pass: Q, dO, LSE, D | K, V
 //            writes n_q + n_k (d + e) + n_q d                  D, dK, dV, dQ
 // When a seqlen is 0 nothing is read and only the (zero / -inf) outputs are written.
-IoCount predict_flash_forward(const HeadShape& shape, const FlashTiles& tiles);
-IoCount predict_flash_backward(const HeadShape& shape, const FlashTiles& tiles);
+// With a FlashMask (built for this pass and these tiles) the counts are sums over the mask's
+// tile lists, O(1) per outer tile (no run); docs/block_sparse.md derives them. The IoCount is values +
+// indices; predict_flash_*_words gives them apart.
+struct FlashMask;
+IoCount predict_flash_forward(const HeadShape& shape, const FlashTiles& tiles,
+                              const FlashMask* mask = nullptr);
+IoCount predict_flash_backward(const HeadShape& shape, const FlashTiles& tiles,
+                               const FlashMask* mask = nullptr);
+
+// Value words (Q, K, V, O, ... entries) and index words (mask structure: tile lists and in-tile
+// bits, io::Operand::mask) predicted apart. indices is zero when mask == nullptr.
+struct FlashWords {
+  IoCount values;
+  IoCount indices;
+  IoCount total() const { return values + indices; }
+};
+FlashWords predict_flash_forward_words(const HeadShape& shape, const FlashTiles& tiles,
+                                       const FlashMask* mask);
+FlashWords predict_flash_backward_words(const HeadShape& shape, const FlashTiles& tiles,
+                                        const FlashMask* mask);
 
 // Run the schedule: every buffer is allocated from `fast` once per loop nest, every operand moves
 // with fast.load / fast.store (counted when `fast` has a ledger). The shape comes from the views;
-// throws InvalidArgument on inconsistent views or non-positive tiles (before writing anything),
-// RuntimeError (from FastMemory) when the tiles do not fit in M.
-void flash_forward(io::FastMemory& fast, const HeadForward& problem, const FlashTiles& tiles);
-void flash_backward(io::FastMemory& fast, const HeadBackward& problem, const FlashTiles& tiles);
+// throws InvalidArgument on inconsistent views, non-positive tiles or a mask built for another
+// shape, pass or tiles (before writing anything), RuntimeError (from FastMemory) when the tiles do
+// not fit in M. mask == nullptr is the dense schedule (every pair attends); otherwise only the
+// mask's stored tiles are visited, partial tiles apply their element bits, and the mask structure
+// moves as index words (docs/block_sparse.md).
+void flash_forward(io::FastMemory& fast, const HeadForward& problem, const FlashTiles& tiles,
+                   const FlashMask* mask = nullptr);
+void flash_backward(io::FastMemory& fast, const HeadBackward& problem, const FlashTiles& tiles,
+                    const FlashMask* mask = nullptr);
 
 // The shape of a problem, read from its views (no validation).
 HeadShape head_shape(const HeadForward& problem);
@@ -95,24 +137,16 @@ HeadShape head_shape(const HeadBackward& problem);
 
 namespace flash_detail {
 
-// Which tiles a loop visits. Dense: all of them, in order. The block-sparse schedule replaces
-// these two functions with the mask's block-row list (key tiles of query tile i) and block-column
-// list (query tiles of key tile j); the loops and the predictions go through them only.
-struct TileList {
-  int64_t count = 0;
-  int64_t operator[](int64_t position) const { return position; }  // the tile index
-};
-// The key tiles query tile `query_tile` visits (forward, dQ pass), out of `num_key_tiles`.
-inline TileList key_tiles_of(int64_t /*query_tile*/, int64_t num_key_tiles) {
-  return TileList{num_key_tiles};
-}
-// The query tiles key tile `key_tile` visits (dK/dV pass), out of `num_query_tiles`.
-inline TileList query_tiles_of(int64_t /*key_tile*/, int64_t num_query_tiles) {
-  return TileList{num_query_tiles};
-}
+// Which tiles a loop visits is decided by a TileWalker (flash_mask.hpp: key_tiles_of,
+// query_tiles_of), the one plug point between the dense and the block-sparse schedule.
 
 // Throws InvalidArgument naming `what` when a tile the pass uses is not positive.
 void check_tiles(const FlashTiles& tiles, Pass pass, const char* what);
+
+// The dense counts of flash.hpp's formulas (values only), O(1); throw InvalidArgument on negative
+// shapes or non-positive tiles.
+IoCount predict_dense_forward(const HeadShape& shape, const FlashTiles& tiles);
+IoCount predict_dense_backward(const HeadShape& shape, const FlashTiles& tiles);
 
 // Throws InvalidArgument unless `view` is rows x cols ("flash forward: o is 7 x 8, expected 7 x 16
 // (seqlen_q x head_dim_v)").
@@ -127,8 +161,12 @@ void check_view(const char* what, const char* name, const SlowMatrix<T>& view, i
 
 // s (rows_q, rows_k), row-major = scale * q k^T for q (rows_q, head_dim), k (rows_k, head_dim),
 // all contiguous fast buffers. Shared by the forward and both backward passes (flash_forward.cpp).
+// With `bits` (a partial tile's bit set), element (r, c) attends iff bit r * bit_row_stride +
+// c * bit_col_stride is set; a masked score is -inf exactly (its dot product is skipped), so the
+// softmax and both gradient passes give it probability 0.
 void score_tile(const float* q, const float* k, int64_t rows_q, int64_t rows_k, int64_t head_dim,
-                float scale, float* s);
+                float scale, float* s, const uint64_t* bits = nullptr, int64_t bit_row_stride = 0,
+                int64_t bit_col_stride = 0);
 
 inline int64_t num_tiles(int64_t rows, int64_t block) { return (rows + block - 1) / block; }
 // Rows of tile `tile` (the last one may be partial).

@@ -3,8 +3,11 @@
 //   dK/dV pass   per key tile j: stream the query tiles, accumulate dK_j, dV_j, write them once
 //   dQ pass      per query tile i: stream the key tiles, accumulate dQ_i, write it once
 // Each nest owns its buffers (allocated once, before its loops, freed when it ends), so the peak
-// resident words are the largest nest's. Both gradient passes recompute P from LSE.
+// resident words are the largest nest's. Both gradient passes recompute P from LSE. With a
+// FlashMask the two gradient passes visit only the mask's stored tiles (dK/dV: the key tile's
+// column list; dQ: the query tile's row list); masked scores are -inf, so their P and dS are 0.
 #include "schedules/flash.hpp"
+#include "schedules/flash_mask.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -121,10 +124,10 @@ void delta_pass(io::FastMemory& fast, const HeadBackward& p, const HeadShape& sh
   }
 }
 
-// dK_j, dV_j per key tile of ck rows, streaming query tiles of cq rows.
-// Resident: ck (2 d + 2 e) + cq (d + e + 2) + cq ck.
+// dK_j, dV_j per key tile of ck rows, streaming the query tiles of cq rows it visits.
+// Resident: ck (2 d + 2 e) + cq (d + e + 2) + cq ck (+ flash_mask_resident_words(ck, cq)).
 void dkdv_pass(io::FastMemory& fast, const HeadBackward& p, const HeadShape& shape, int64_t ck,
-               int64_t cq) {
+               int64_t cq, const FlashMask* mask) {
   const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k;
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   auto k_tile = fast.allocate<float>(ck * d, "K tile");          // (ck, d)
@@ -137,27 +140,29 @@ void dkdv_pass(io::FastMemory& fast, const HeadBackward& p, const HeadShape& sha
   auto delta = fast.allocate<float>(cq, "D");                    // (cq)
   auto p_tile = fast.allocate<float>(cq * ck, "P/dS tile");      // (cq, ck), packed
 
-  const int64_t num_q_tiles = num_tiles(n_q, cq);
+  TileWalker queries = query_tiles_of(fast, mask, num_tiles(n_q, cq));
   for (int64_t kt = 0; kt < num_tiles(n_k, ck); ++kt) {
     const int64_t k0 = kt * ck;
     const int64_t rows_k = tile_rows(n_k, ck, kt);
     std::fill(dk_acc.data(), dk_acc.data() + rows_k * d, 0.0f);
     std::fill(dv_acc.data(), dv_acc.data() + rows_k * e, 0.0f);
-    const TileList queries = query_tiles_of(kt, num_q_tiles);
-    if (queries.count > 0) {
+    const int64_t num_queries = queries.start(kt);
+    if (num_queries > 0) {
       fast.load(Operand::k, p.k, k0, 0, rows_k, d, k_tile, 0, d);
       fast.load(Operand::v, p.v, k0, 0, rows_k, e, v_tile, 0, e);
     }
-    for (int64_t position = 0; position < queries.count; ++position) {
-      const int64_t qt = queries[position];
-      const int64_t q0 = qt * cq;
-      const int64_t rows_q = tile_rows(n_q, cq, qt);
+    for (int64_t position = 0; position < num_queries; ++position) {
+      const VisitedTile query = queries.next();
+      const int64_t q0 = query.tile * cq;
+      const int64_t rows_q = tile_rows(n_q, cq, query.tile);
       fast.load(Operand::q, p.q, q0, 0, rows_q, d, q_tile, 0, d);
       fast.load(Operand::d_o, p.d_o, q0, 0, rows_q, e, do_tile, 0, e);
       fast.load(Operand::lse, p.lse, q0, 0, rows_q, 1, lse, 0, 1);
       fast.load(Operand::delta, p.delta, q0, 0, rows_q, 1, delta, 0, 1);
-      // forward: S = scale Q K^T, P = softmax(S)
-      score_tile(q_tile.data(), k_tile.data(), rows_q, rows_k, d, p.scale, p_tile.data());
+      // forward: S = scale Q K^T, P = softmax(S). The transposed tile's bit (key c, query r) is
+      // bit c * cq + r (flash_mask.hpp).
+      score_tile(q_tile.data(), k_tile.data(), rows_q, rows_k, d, p.scale, p_tile.data(),
+                 query.bits, 1, cq);
       probabilities(p_tile.data(), lse.data(), rows_q, rows_k);
       // forward: O = P V  ->  dV = P^T dO, dP = dO V^T; softmax: dS = P ∘ (dP - D)
       add_transposed_product(p_tile.data(), do_tile.data(), rows_q, rows_k, e, dv_acc.data());
@@ -171,10 +176,10 @@ void dkdv_pass(io::FastMemory& fast, const HeadBackward& p, const HeadShape& sha
   }
 }
 
-// dQ_i per query tile of bq rows, streaming key tiles of bk rows.
-// Resident: bq (2 d + e + 2) + bk (d + e) + bq bk.
+// dQ_i per query tile of bq rows, streaming the key tiles of bk rows it visits.
+// Resident: bq (2 d + e + 2) + bk (d + e) + bq bk (+ flash_mask_resident_words(bq, bk)).
 void dq_pass(io::FastMemory& fast, const HeadBackward& p, const HeadShape& shape, int64_t bq,
-             int64_t bk) {
+             int64_t bk, const FlashMask* mask) {
   const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k;
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   auto q_tile = fast.allocate<float>(bq * d, "Q tile");          // (bq, d)
@@ -186,25 +191,26 @@ void dq_pass(io::FastMemory& fast, const HeadBackward& p, const HeadShape& shape
   auto v_tile = fast.allocate<float>(bk * e, "V tile");          // (bk, e)
   auto p_tile = fast.allocate<float>(bq * bk, "P/dS tile");      // (bq, bk), packed
 
-  const int64_t num_k_tiles = num_tiles(n_k, bk);
+  TileWalker keys = key_tiles_of(fast, mask, num_tiles(n_k, bk));
   for (int64_t qt = 0; qt < num_tiles(n_q, bq); ++qt) {
     const int64_t q0 = qt * bq;
     const int64_t rows_q = tile_rows(n_q, bq, qt);
     std::fill(dq_acc.data(), dq_acc.data() + rows_q * d, 0.0f);
-    const TileList keys = key_tiles_of(qt, num_k_tiles);
-    if (keys.count > 0) {
+    const int64_t num_keys = keys.start(qt);
+    if (num_keys > 0) {
       fast.load(Operand::q, p.q, q0, 0, rows_q, d, q_tile, 0, d);
       fast.load(Operand::d_o, p.d_o, q0, 0, rows_q, e, do_tile, 0, e);
       fast.load(Operand::lse, p.lse, q0, 0, rows_q, 1, lse, 0, 1);
       fast.load(Operand::delta, p.delta, q0, 0, rows_q, 1, delta, 0, 1);
     }
-    for (int64_t position = 0; position < keys.count; ++position) {
-      const int64_t kt = keys[position];
-      const int64_t k0 = kt * bk;
-      const int64_t rows_k = tile_rows(n_k, bk, kt);
+    for (int64_t position = 0; position < num_keys; ++position) {
+      const VisitedTile key = keys.next();
+      const int64_t k0 = key.tile * bk;
+      const int64_t rows_k = tile_rows(n_k, bk, key.tile);
       fast.load(Operand::k, p.k, k0, 0, rows_k, d, k_tile, 0, d);
       fast.load(Operand::v, p.v, k0, 0, rows_k, e, v_tile, 0, e);
-      score_tile(q_tile.data(), k_tile.data(), rows_q, rows_k, d, p.scale, p_tile.data());
+      score_tile(q_tile.data(), k_tile.data(), rows_q, rows_k, d, p.scale, p_tile.data(), key.bits,
+                 bk, 1);
       probabilities(p_tile.data(), lse.data(), rows_q, rows_k);
       score_gradients(p_tile.data(), do_tile.data(), v_tile.data(), delta.data(), rows_q, rows_k, e);
       // forward: S = scale Q K^T  ->  dQ = scale dS K (scale applied once, below)
@@ -217,12 +223,14 @@ void dq_pass(io::FastMemory& fast, const HeadBackward& p, const HeadShape& shape
 
 }  // namespace
 
-void flash_backward(io::FastMemory& fast, const HeadBackward& problem, const FlashTiles& tiles) {
+void flash_backward(io::FastMemory& fast, const HeadBackward& problem, const FlashTiles& tiles,
+                    const FlashMask* mask) {
   validate(problem, tiles);
   const HeadShape shape = head_shape(problem);
+  check_mask("flash backward", mask, shape, tiles, Pass::backward);
   delta_pass(fast, problem, shape, tiles.block_q);
-  dkdv_pass(fast, problem, shape, tiles.dkdv_block_k, tiles.dkdv_block_q);
-  dq_pass(fast, problem, shape, tiles.block_q, tiles.block_k);
+  dkdv_pass(fast, problem, shape, tiles.dkdv_block_k, tiles.dkdv_block_q, mask);
+  dq_pass(fast, problem, shape, tiles.block_q, tiles.block_k, mask);
 }
 
 }  // namespace spattn::schedules

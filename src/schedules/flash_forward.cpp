@@ -1,6 +1,8 @@
-// The flash forward (flash.hpp, docs/flash.md): per query tile, stream the key tiles through an
-// online softmax, then write O and LSE once.
+// The flash forward (flash.hpp, docs/flash.md, docs/block_sparse.md): per query tile, stream the
+// key tiles it visits (all, or the mask's list) through an online softmax, then write O and LSE
+// once. Masked scores are -inf, so a row's softmax covers exactly its attended keys.
 #include "schedules/flash.hpp"
+#include "schedules/flash_mask.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,11 +16,19 @@ using namespace flash_detail;
 namespace flash_detail {
 
 void score_tile(const float* q, const float* k, int64_t rows_q, int64_t rows_k, int64_t head_dim,
-                float scale, float* s) {
+                float scale, float* s, const uint64_t* bits, int64_t bit_row_stride,
+                int64_t bit_col_stride) {
   for (int64_t r = 0; r < rows_q; ++r) {
     const float* q_row = q + r * head_dim;
     float* s_row = s + r * rows_k;
     for (int64_t c = 0; c < rows_k; ++c) {
+      if (bits != nullptr) {
+        const int64_t bit = r * bit_row_stride + c * bit_col_stride;
+        if (((bits[bit / 64] >> (bit % 64)) & 1u) == 0) {
+          s_row[c] = -std::numeric_limits<float>::infinity();  // masked: excluded exactly
+          continue;
+        }
+      }
       const float* k_row = k + c * head_dim;
       float dot = 0.0f;
       for (int64_t x = 0; x < head_dim; ++x) dot += q_row[x] * k_row[x];
@@ -95,14 +105,17 @@ void finalize_rows(int64_t rows_q, int64_t head_dim_v, float* row_max, const flo
 
 }  // namespace
 
-void flash_forward(io::FastMemory& fast, const HeadForward& problem, const FlashTiles& tiles) {
+void flash_forward(io::FastMemory& fast, const HeadForward& problem, const FlashTiles& tiles,
+                   const FlashMask* mask) {
   validate(problem, tiles);
   const HeadShape shape = head_shape(problem);
+  check_mask("flash forward", mask, shape, tiles, Pass::forward);
   const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k;
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   const int64_t bq = tiles.block_q, bk = tiles.block_k;
 
-  // Resident: bq (d + e + 2) + bk (d + e) + bq bk words (flash_resident_words).
+  // Resident: bq (d + e + 2) + bk (d + e) + bq bk words (flash_resident_words), plus the mask's
+  // flash_mask_resident_words(bq, bk) index words when masked (held by `keys`).
   auto q_tile = fast.allocate<float>(bq * d, "Q tile");      // (bq, d)
   auto acc = fast.allocate<float>(bq * e, "O accumulator");  // (bq, e)
   auto row_max = fast.allocate<float>(bq, "row max");        // (bq), becomes LSE
@@ -112,7 +125,7 @@ void flash_forward(io::FastMemory& fast, const HeadForward& problem, const Flash
   auto s_tile = fast.allocate<float>(bq * bk, "S/P tile");   // (bq, bk), packed (rows_q, rows_k)
 
   const int64_t num_q_tiles = num_tiles(n_q, bq);
-  const int64_t num_k_tiles = num_tiles(n_k, bk);
+  TileWalker keys = key_tiles_of(fast, mask, num_tiles(n_k, bk));
   for (int64_t qt = 0; qt < num_q_tiles; ++qt) {
     const int64_t q0 = qt * bq;
     const int64_t rows_q = tile_rows(n_q, bq, qt);
@@ -120,15 +133,17 @@ void flash_forward(io::FastMemory& fast, const HeadForward& problem, const Flash
     std::fill(row_max.data(), row_max.data() + rows_q, kNegInf);
     std::fill(row_sum.data(), row_sum.data() + rows_q, 0.0f);
 
-    const TileList keys = key_tiles_of(qt, num_k_tiles);
-    if (keys.count > 0) fast.load(Operand::q, problem.q, q0, 0, rows_q, d, q_tile, 0, d);
-    for (int64_t position = 0; position < keys.count; ++position) {
-      const int64_t kt = keys[position];
-      const int64_t k0 = kt * bk;
-      const int64_t rows_k = tile_rows(n_k, bk, kt);
+    const int64_t num_keys = keys.start(qt);
+    if (num_keys > 0) fast.load(Operand::q, problem.q, q0, 0, rows_q, d, q_tile, 0, d);
+    for (int64_t position = 0; position < num_keys; ++position) {
+      const VisitedTile key = keys.next();
+      const int64_t k0 = key.tile * bk;
+      const int64_t rows_k = tile_rows(n_k, bk, key.tile);
       fast.load(Operand::k, problem.k, k0, 0, rows_k, d, k_tile, 0, d);
       fast.load(Operand::v, problem.v, k0, 0, rows_k, e, v_tile, 0, e);
-      score_tile(q_tile.data(), k_tile.data(), rows_q, rows_k, d, problem.scale, s_tile.data());
+      // A partial tile's bit (r, c) is bit r * bk + c (flash_mask.hpp).
+      score_tile(q_tile.data(), k_tile.data(), rows_q, rows_k, d, problem.scale, s_tile.data(),
+                 key.bits, bk, 1);
       online_softmax_update(s_tile.data(), v_tile.data(), rows_q, rows_k, e, row_max.data(),
                             row_sum.data(), acc.data());
     }

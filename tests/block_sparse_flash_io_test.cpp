@@ -1,0 +1,402 @@
+// The block-sparse flash schedule's word counts: counted == predicted exactly, value words and
+// index words apart, over the pattern library, empty and tiny masks and several M; every index
+// word is mask structure; the peak resident words are predicted exactly and never exceed M; the
+// masked tile choice fits and is maximal; a full mask moves at most 1.25x the dense schedule's
+// words; a fixed-width sliding window's I/O grows linearly in n. Numerics:
+// block_sparse_flash_test.cpp. The printed numbers are quoted in docs/block_sparse.md.
+#include "schedules/flash.hpp"
+#include "schedules/flash_mask.hpp"
+
+#include <sparse_formats/patterns.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace spattn::schedules;
+using spattn::io::FastMemory;
+using spattn::io::Ledger;
+using spattn::io::Operand;
+using spattn::io::WordKind;
+using ::testing::HasSubstr;
+using Mask = sparse_formats::CsrPattern<int64_t>;
+constexpr FlashMasking kMasked = FlashMasking::block_sparse;
+
+// One head with random data and its slow-memory arrays; runs the schedule counted.
+class Head {
+ public:
+  explicit Head(const HeadShape& shape) : s_(shape) {
+    std::mt19937_64 engine(static_cast<uint64_t>(shape.seqlen_q * 131 + shape.seqlen_k * 7 + shape.head_dim));
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    auto fill = [&](std::vector<float>& values, int64_t rows, int64_t cols) {
+      values.resize(static_cast<size_t>(rows * cols));
+      for (float& value : values) value = uniform(engine);
+    };
+    fill(q_, s_.seqlen_q, s_.head_dim);
+    fill(k_, s_.seqlen_k, s_.head_dim);
+    fill(v_, s_.seqlen_k, s_.head_dim_v);
+    fill(d_o_, s_.seqlen_q, s_.head_dim_v);
+    o_.assign(static_cast<size_t>(s_.seqlen_q * s_.head_dim_v), 0.0f);
+    lse_.assign(static_cast<size_t>(s_.seqlen_q), 0.0f);
+    delta_.assign(static_cast<size_t>(s_.seqlen_q), 0.0f);
+    dq_.assign(q_.size(), 0.0f);
+    dk_.assign(k_.size(), 0.0f);
+    dv_.assign(v_.size(), 0.0f);
+  }
+
+  Ledger forward(const FlashTiles& tiles, int64_t cache_words, const FlashMask* mask) {
+    const int64_t n_q = s_.seqlen_q, n_k = s_.seqlen_k, d = s_.head_dim, e = s_.head_dim_v;
+    Ledger ledger;
+    FastMemory fast(cache_words, &ledger, "block-sparse flash forward");
+    flash_forward(fast, {in(q_, n_q, d), in(k_, n_k, d), in(v_, n_k, e), out(o_, n_q, e), out(lse_, n_q, 1), 0.5f},
+                  tiles, mask);
+    return ledger;
+  }
+
+  Ledger backward(const FlashTiles& tiles, int64_t cache_words, const FlashMask* mask) {
+    const int64_t n_q = s_.seqlen_q, n_k = s_.seqlen_k, d = s_.head_dim, e = s_.head_dim_v;
+    Ledger ledger;
+    FastMemory fast(cache_words, &ledger, "block-sparse flash backward");
+    flash_backward(fast,
+                   {in(q_, n_q, d), in(k_, n_k, d), in(v_, n_k, e), in(o_, n_q, e), in(lse_, n_q, 1),
+                    in(d_o_, n_q, e), out(delta_, n_q, 1), out(dq_, n_q, d), out(dk_, n_k, d),
+                    out(dv_, n_k, e), 0.5f},
+                   tiles, mask);
+    return ledger;
+  }
+
+ private:
+  static SlowMatrix<const float> in(const std::vector<float>& data, int64_t rows, int64_t cols) {
+    return SlowMatrix<const float>::dense(data.data(), rows, cols);
+  }
+  static SlowMatrix<float> out(std::vector<float>& data, int64_t rows, int64_t cols) {
+    return SlowMatrix<float>::dense(data.data(), rows, cols);
+  }
+
+  HeadShape s_;
+  std::vector<float> q_, k_, v_, d_o_, o_, lse_, delta_, dq_, dk_, dv_;
+};
+
+IoCount counted(const Ledger& ledger, WordKind kind) {
+  const auto traffic = ledger.total(kind);
+  return {traffic.reads, traffic.writes};
+}
+
+std::string describe(const std::string& spec, const HeadShape& s, int64_t cache_words) {
+  return spec + ": n_q " + std::to_string(s.seqlen_q) + ", n_k " + std::to_string(s.seqlen_k) +
+         ", d " + std::to_string(s.head_dim) + ", d_v " + std::to_string(s.head_dim_v) + ", M " +
+         std::to_string(cache_words);
+}
+
+// Every index word moved is mask structure, read only; values and indices match the prediction
+// apart; the peak is the predicted resident words and fits.
+void check_ledger(const Ledger& ledger, const FlashWords& predicted, int64_t resident, int64_t cache_words) {
+  EXPECT_EQ(counted(ledger, WordKind::value), predicted.values);
+  EXPECT_EQ(counted(ledger, WordKind::index), predicted.indices);
+  EXPECT_EQ(ledger.traffic(Operand::mask, WordKind::index).reads, predicted.indices.reads);
+  EXPECT_EQ(ledger.traffic(Operand::mask, WordKind::value).total(), 0);
+  EXPECT_EQ(predicted.indices.writes, 0);
+  EXPECT_EQ(ledger.peak_resident(), resident);
+  EXPECT_LE(ledger.peak_resident(), cache_words);
+}
+
+void check_counts(const std::string& spec, const Mask& mask, const HeadShape& s, int64_t cache_words) {
+  SCOPED_TRACE(describe(spec, s, cache_words));
+  Head head(s);
+  const FlashTiles fwd = flash_tiles(s, cache_words, Pass::forward, kMasked);
+  const FlashMask fwd_mask = build_flash_mask(mask.view(), s.seqlen_q, s.seqlen_k, fwd, Pass::forward);
+  check_ledger(head.forward(fwd, cache_words, &fwd_mask), predict_flash_forward_words(s, fwd, &fwd_mask),
+               flash_resident_words(s, fwd, Pass::forward, kMasked), cache_words);
+
+  const FlashTiles bwd = flash_tiles(s, cache_words, Pass::backward, kMasked);
+  const FlashMask bwd_mask = build_flash_mask(mask.view(), s.seqlen_q, s.seqlen_k, bwd, Pass::backward);
+  const FlashWords predicted = predict_flash_backward_words(s, bwd, &bwd_mask);
+  check_ledger(head.backward(bwd, cache_words, &bwd_mask), predicted,
+               flash_resident_words(s, bwd, Pass::backward, kMasked), cache_words);
+  EXPECT_EQ(predict_flash_backward(s, bwd, &bwd_mask), predicted.total());
+}
+
+Mask pattern(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k) {
+  return sparse_formats::make_pattern<int64_t>(sparse_formats::parse_pattern_spec(spec), seqlen_q, seqlen_k);
+}
+
+// `points` sizes spaced geometrically from the masked minimum to one tile per sequence.
+std::vector<int64_t> cache_sizes(const HeadShape& s, int points) {
+  const auto lo = static_cast<double>(flash_min_cache_words(s, Pass::backward, kMasked));
+  const int64_t n_q = std::max<int64_t>(s.seqlen_q, 1), n_k = std::max<int64_t>(s.seqlen_k, 1);
+  const auto hi = static_cast<double>(std::max(
+      flash_resident_words(s, {n_q, n_k, n_q, n_k}, Pass::forward, kMasked),
+      flash_resident_words(s, {n_q, n_k, n_q, n_k}, Pass::backward, kMasked)));
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < points; ++i) {
+    sizes.push_back(static_cast<int64_t>(lo * std::pow(hi / lo, i / static_cast<double>(points - 1))));
+  }
+  sizes.front() = static_cast<int64_t>(lo);
+  return sizes;
+}
+
+TEST(BlockSparseFlashIo, HandCountedCausalFourByFour) {
+  // Causal 4 x 4, tiles of 2: query tile 0 visits key tile 0 (partial: 3 of 4 pairs); query tile
+  // 1 visits key tile 0 (full) and key tile 1 (partial). Transposed, key tile 0 visits query tiles
+  // 0 (partial) and 1 (full), key tile 1 query tile 1 (partial). d = e = 2, one bit word per tile.
+  const HeadShape s{4, 4, 2, 2};
+  const Mask mask = pattern("causal", 4, 4);
+  const FlashTiles tiles{2, 2, 2, 2};
+  const FlashMask fwd_mask = build_flash_mask(mask.view(), 4, 4, tiles, Pass::forward);
+  EXPECT_EQ(fwd_mask.query_rows.entries, (std::vector<int64_t>{2 * 0 + 1, 2 * 0 + 0, 2 * 1 + 1}));
+  EXPECT_EQ(fwd_mask.query_rows.partial_ptr, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(fwd_mask.query_rows.bits, (std::vector<uint64_t>{0b1101, 0b1101}));
+  // Forward: Q 4 rows x 2; K, V 2 + 4 rows x 4; O, LSE 4 x 3. Index: 2 headers x 3, 3 entries,
+  // 2 bit words.
+  const FlashWords forward = predict_flash_forward_words(s, tiles, &fwd_mask);
+  EXPECT_EQ(forward.values, (IoCount{8 + 24, 12}));
+  EXPECT_EQ(forward.indices, (IoCount{6 + 3 + 2, 0}));
+  Head head(s);
+  check_ledger(head.forward(tiles, 1000, &fwd_mask), forward,
+               flash_resident_words(s, tiles, Pass::forward, kMasked), 1000);
+  // Backward: D pre-pass O, dO 4 x 4, D 4; dK/dV pass K, V 4 rows x 4, Q, dO, LSE, D 4 + 2 rows
+  // x 6; dQ pass Q, dO, LSE, D 4 rows x 6, K, V 2 + 4 rows x 4. Writes D 4, dK, dV 16, dQ 8.
+  const FlashMask bwd_mask = build_flash_mask(mask.view(), 4, 4, tiles, Pass::backward);
+  EXPECT_EQ(bwd_mask.key_cols.entries, (std::vector<int64_t>{2 * 0 + 1, 2 * 1 + 0, 2 * 1 + 1}));
+  const FlashWords backward = predict_flash_backward_words(s, tiles, &bwd_mask);
+  EXPECT_EQ(backward.values, (IoCount{16 + 16 + 36 + 24 + 24, 4 + 16 + 8}));
+  EXPECT_EQ(backward.indices, (IoCount{2 * (6 + 3 + 2), 0}));
+  check_ledger(head.backward(tiles, 1000, &bwd_mask), backward,
+               flash_resident_words(s, tiles, Pass::backward, kMasked), 1000);
+  // Resident: the dense nest plus 3 + 16 + 1 index words.
+  EXPECT_EQ(flash_resident_words(s, tiles, Pass::forward, kMasked),
+            flash_resident_words(s, tiles, Pass::forward) + 20);
+}
+
+TEST(BlockSparseFlashIo, CountedEqualsPredictedOverThePatternLibraryAndCacheSizes) {
+  std::vector<std::string> specs = {"bigbird:block=16,w=1,g=1,r=2,seed=3", "dilated_window:w=6,dilation=3",
+                                    "fixed:stride=32,c=4", "global_window:w=8,g=3", "prefix_lm:p=40",
+                                    "random:p=0.01,seed=2", "random_blocks:block=8,p=0.3,seed=5",
+                                    "sliding_window:w=16", "sliding_window:w=20,causal=1",
+                                    "strided:stride=16", "documents:num_docs=3,causal=1"};
+  for (const auto& info : sparse_formats::list_patterns()) specs.push_back(info.name);
+  for (const HeadShape& s : {HeadShape{257, 257, 8, 8}, HeadShape{97, 257, 4, 12}, HeadShape{257, 97, 16, 8}}) {
+    for (const std::string& spec : specs) {
+      if (spec.rfind("documents", 0) == 0 && s.seqlen_q != s.seqlen_k) continue;  // needs lengths_k
+      const Mask mask = pattern(spec, s.seqlen_q, s.seqlen_k);
+      for (const int64_t m : cache_sizes(s, 3)) check_counts(spec, mask, s, m);
+    }
+  }
+  for (const auto& info : sparse_formats::list_patterns()) {
+    const HeadShape s{600, 600, 8, 8};
+    const Mask mask = pattern(info.example, 600, 600);
+    for (const int64_t m : {1000, 40000}) check_counts(info.example, mask, s, m);
+  }
+}
+
+TEST(BlockSparseFlashIo, CountedEqualsPredictedOnEmptyTinyAndDegenerateMasks) {
+  const HeadShape s{97, 97, 8, 8};
+  const auto sizes = cache_sizes(s, 3);
+  for (const int64_t m : sizes) {
+    check_counts("empty", Mask::empty(97, 97), s, m);
+    Mask single = Mask::empty(97, 97);
+    single.col_idx = {96};
+    for (size_t r = 97; r < single.row_ptr.size(); ++r) single.row_ptr[r] = 1;  // entry (96, 96)
+    check_counts("single (96, 96)", single, s, m);
+  }
+  for (const int64_t n : {1, 7}) {
+    const HeadShape t{n, n, 3, 5};
+    for (const int64_t m : cache_sizes(t, 3)) check_counts("causal", pattern("causal", n, n), t, m);
+  }
+  for (const HeadShape& t : {HeadShape{0, 7, 4, 4}, HeadShape{7, 0, 4, 4}, HeadShape{0, 0, 4, 4}}) {
+    check_counts("empty", Mask::empty(t.seqlen_q, t.seqlen_k), t, 1000);
+  }
+}
+
+TEST(BlockSparseFlashIo, EmptyMaskReadsOnlyListHeadersAndWritesTheOutputs) {
+  const HeadShape s{257, 257, 8, 8};
+  const int64_t m = 2000;
+  const FlashTiles fwd = flash_tiles(s, m, Pass::forward, kMasked);
+  const FlashMask fwd_mask = build_flash_mask(Mask::empty(257, 257).view(), 257, 257, fwd, Pass::forward);
+  const int64_t q_tiles = flash_detail::num_tiles(257, fwd.block_q);
+  EXPECT_EQ(predict_flash_forward_words(s, fwd, &fwd_mask).values, (IoCount{0, 257 * 9}));
+  EXPECT_EQ(predict_flash_forward_words(s, fwd, &fwd_mask).indices, (IoCount{3 * q_tiles, 0}));
+}
+
+TEST(BlockSparseFlashIo, FullMaskMovesTheDenseValueWordsPlusFewIndexWords) {
+  // Same tiles: exactly the dense value words. Tiles chosen for a masked run (slightly smaller,
+  // to hold the index buffers): at most 1.25x the dense schedule's words, index words included.
+  for (const int64_t n : {257, 1024}) {
+    const auto full = sparse_formats::full_pattern<int32_t>(n, n);
+    for (const int64_t d : {32, 64, 128}) {
+      const HeadShape s{n, n, d, d};
+      for (const int64_t m : {4 * d * d, 16 * d * d, n * d / 4}) {
+        if (m < flash_min_cache_words(s, Pass::backward, kMasked)) continue;
+        SCOPED_TRACE(describe("full", s, m));
+        for (const Pass pass : {Pass::forward, Pass::backward}) {
+          const FlashTiles dense_tiles = flash_tiles(s, m, pass);
+          const FlashTiles tiles = flash_tiles(s, m, pass, kMasked);
+          const FlashMask same = build_flash_mask(full.view(), n, n, dense_tiles, pass);
+          const FlashMask mask = build_flash_mask(full.view(), n, n, tiles, pass);
+          const bool fwd = pass == Pass::forward;
+          const IoCount dense = fwd ? predict_flash_forward(s, dense_tiles) : predict_flash_backward(s, dense_tiles);
+          const FlashWords same_words = fwd ? predict_flash_forward_words(s, dense_tiles, &same)
+                                            : predict_flash_backward_words(s, dense_tiles, &same);
+          const FlashWords words = fwd ? predict_flash_forward_words(s, tiles, &mask)
+                                       : predict_flash_backward_words(s, tiles, &mask);
+          EXPECT_EQ(same_words.values, dense);
+          const double ratio = static_cast<double>(words.total().total()) / static_cast<double>(dense.total());
+          const double index_share = static_cast<double>(words.indices.total()) / static_cast<double>(words.total().total());
+          std::printf("full mask n %ld d %ld M %ld %s: masked / dense words = %.4f (index words %.4f of the total)\n",
+                      static_cast<long>(n), static_cast<long>(d), static_cast<long>(m), pass_name(pass), ratio, index_share);
+          EXPECT_LE(ratio, 1.25);
+          EXPECT_GE(ratio, 1.0);
+          if (n == 257 && d == 32) {  // and the count agrees (n = 1024 would take a while)
+            Head head(s);
+            const Ledger ledger = fwd ? head.forward(tiles, m, &mask) : head.backward(tiles, m, &mask);
+            EXPECT_EQ(counted(ledger, WordKind::value), words.values);
+            EXPECT_EQ(counted(ledger, WordKind::index), words.indices);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Least-squares slope of log(y) against log(x).
+double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    mx += std::log(x[i]);
+    my += std::log(y[i]);
+  }
+  mx /= static_cast<double>(x.size());
+  my /= static_cast<double>(x.size());
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
+    sxx += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
+  }
+  return sxy / sxx;
+}
+
+TEST(BlockSparseFlashIo, SlidingWindowIoGrowsLinearlyInTheSequenceLength) {
+  // w = 64 keys on each side, d = 64, M = 16384, n = 1024 .. 16384: the predicted words (equal to
+  // the count, above) grow like n (each query tile visits about (block_q + 2 w) / block_k key
+  // tiles), where the dense schedule's grow like n^2.
+  const int64_t d = 64, m = 16384, w = 64;
+  std::vector<double> ns, forward, backward, dense_backward;
+  for (int64_t n = 1024; n <= 16384; n *= 2) {
+    const HeadShape s{n, n, d, d};
+    const auto start = std::chrono::steady_clock::now();
+    const auto window = sparse_formats::sliding_window_pattern<int32_t>(n, n, w);
+    const FlashTiles fwd_tiles = flash_tiles(s, m, Pass::forward, kMasked);
+    const FlashTiles bwd_tiles = flash_tiles(s, m, Pass::backward, kMasked);
+    const FlashMask fwd_mask = build_flash_mask(window.view(), n, n, fwd_tiles, Pass::forward);
+    const FlashMask bwd_mask = build_flash_mask(window.view(), n, n, bwd_tiles, Pass::backward);
+    const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const FlashWords f = predict_flash_forward_words(s, fwd_tiles, &fwd_mask);
+    const FlashWords b = predict_flash_backward_words(s, bwd_tiles, &bwd_mask);
+    const IoCount dense = predict_flash_backward(s, flash_tiles(s, m, Pass::backward));
+    ns.push_back(static_cast<double>(n));
+    forward.push_back(static_cast<double>(f.total().total()));
+    backward.push_back(static_cast<double>(b.total().total()));
+    dense_backward.push_back(static_cast<double>(dense.total()));
+    std::printf("sliding window w %ld n %5ld: forward %ld values + %ld indices, backward %ld values + "
+                "%ld indices, dense backward %ld (pattern + 2 flash masks built in %.1f ms)\n",
+                static_cast<long>(w), static_cast<long>(n), static_cast<long>(f.values.total()),
+                static_cast<long>(f.indices.total()), static_cast<long>(b.values.total()),
+                static_cast<long>(b.indices.total()), static_cast<long>(dense.total()), build_ms);
+  }
+  const double forward_slope = log_log_slope(ns, forward);
+  const double backward_slope = log_log_slope(ns, backward);
+  const double dense_slope = log_log_slope(ns, dense_backward);
+  std::printf("log-log slopes: forward %.4f, backward %.4f (dense backward %.4f)\n", forward_slope,
+              backward_slope, dense_slope);
+  EXPECT_NEAR(forward_slope, 1.0, 0.1);
+  EXPECT_NEAR(backward_slope, 1.0, 0.1);
+  EXPECT_GT(dense_slope, 1.8);
+}
+
+TEST(BlockSparseFlashIo, WordsAgainstTheDenseScheduleAcrossPatterns) {
+  // When is sparse worth it (users.md item 8): the backward's predicted words over the dense
+  // schedule's, n = 4096, d = 64, M = 16384 (tiles about 60 x 16 and 78 x 5). Structured masks
+  // save in proportion to the tiles they touch; an unstructured mask touches nearly every tile
+  // (a 1 % random mask leaves a 78 x 5 tile empty with probability 0.99^390 = 2 %) and saves
+  // nothing: the tile granularity, not the density, decides.
+  const int64_t n = 4096, d = 64, m = 16384;
+  const HeadShape s{n, n, d, d};
+  const double dense = static_cast<double>(predict_flash_backward(s, flash_tiles(s, m, Pass::backward)).total());
+  const FlashTiles tiles = flash_tiles(s, m, Pass::backward, kMasked);
+  std::printf("masked backward tiles: block_q %ld, block_k %ld, dkdv_block_q %ld, dkdv_block_k %ld\n",
+              static_cast<long>(tiles.block_q), static_cast<long>(tiles.block_k),
+              static_cast<long>(tiles.dkdv_block_q), static_cast<long>(tiles.dkdv_block_k));
+  const auto ratio = [&](const std::string& spec) {
+    const auto mask = sparse_formats::make_pattern<int32_t>(sparse_formats::parse_pattern_spec(spec), n, n);
+    const FlashMask fm = build_flash_mask(mask.view(), n, n, tiles, Pass::backward);
+    const double words = static_cast<double>(predict_flash_backward(s, tiles, &fm).total());
+    const double density = static_cast<double>(mask.nnz()) / (static_cast<double>(n) * static_cast<double>(n));
+    std::printf("%-40s density %.4f: backward words / dense = %.4f\n", spec.c_str(), density, words / dense);
+    return words / dense;
+  };
+  EXPECT_LT(ratio("causal"), 0.6);
+  EXPECT_LT(ratio("sliding_window:w=64"), 0.1);
+  EXPECT_LT(ratio("sliding_window:w=256,causal=1"), 0.15);
+  EXPECT_LT(ratio("documents:num_docs=16"), 0.15);
+  EXPECT_LT(ratio("bigbird:block=64,w=1,g=2,r=3"), 0.3);
+  EXPECT_LT(ratio("random_blocks:block=128,p=0.1,seed=1"), 0.3);
+  EXPECT_GT(ratio("random:p=0.01,seed=1"), 0.9);
+  EXPECT_GT(ratio("random:p=0.05,seed=1"), 0.99);
+}
+
+TEST(BlockSparseFlashIo, MaskedTileChoiceFitsAndIsMaximalForEveryCacheSize) {
+  for (const HeadShape& s : {HeadShape{1000, 1000, 8, 8}, HeadShape{300, 2000, 3, 17}, HeadShape{5, 5, 1, 1}}) {
+    for (int64_t m = flash_min_cache_words(s, Pass::backward, kMasked); m < 30000; m += 7) {
+      for (const Pass pass : {Pass::forward, Pass::backward}) {
+        const FlashTiles t = flash_tiles(s, m, pass, kMasked);
+        const std::string where = describe("tiles", s, m);
+        ASSERT_LE(flash_resident_words(s, t, pass, kMasked), m) << where;
+        ASSERT_GE(t.block_q, 1);
+        ASSERT_LE(t.block_q, s.seqlen_q);
+        ASSERT_LE(t.block_k, s.seqlen_k);
+        if (t.block_q < s.seqlen_q) {
+          ASSERT_LE(t.block_k, 16) << where;
+          FlashTiles more = t;
+          ++more.block_q;
+          ASSERT_GT(flash_resident_words(s, more, pass, kMasked), m) << where;
+        }
+        if (pass == Pass::backward && t.dkdv_block_k < s.seqlen_k) {
+          FlashTiles more = t;
+          ++more.dkdv_block_k;
+          ASSERT_GT(flash_resident_words(s, more, pass, kMasked), m) << where;
+        }
+      }
+    }
+  }
+}
+
+TEST(BlockSparseFlashIo, MinimumCacheIsTheDenseOnePlusTwentyIndexWords) {
+  const HeadShape s{64, 64, 64, 64};
+  EXPECT_EQ(flash_min_cache_words(s, Pass::forward, kMasked), 259 + 20);
+  EXPECT_EQ(flash_min_cache_words(s, Pass::backward, kMasked), 387 + 20);
+  EXPECT_EQ(flash_tiles(s, 407, Pass::backward, kMasked), (FlashTiles{1, 1, 1, 1}));
+  try {
+    flash_tiles(s, 406, Pass::backward, kMasked);
+    ADD_FAILURE() << "expected an error";
+  } catch (const spattn::InvalidArgument& error) {
+    EXPECT_THAT(error.what(), HasSubstr("flash backward: M = 406 words is below the minimum 407"));
+    EXPECT_THAT(error.what(), HasSubstr("+ 20 words of mask structure"));
+  }
+  // At the minimum the schedule fills fast memory to the word.
+  const Mask mask = pattern("sliding_window:w=3", 64, 64);
+  const FlashMask fm = build_flash_mask(mask.view(), 64, 64, FlashTiles{1, 1, 1, 1}, Pass::backward);
+  Head head(s);
+  EXPECT_EQ(head.backward(FlashTiles{1, 1, 1, 1}, 407, &fm).peak_resident(), 407);
+}
+
+}  // namespace
