@@ -25,8 +25,6 @@
 
 namespace spattn::schedules {
 
-enum class Pass { forward, backward };
-const char* pass_name(Pass pass);  // "forward" / "backward"
 
 // Tile sizes in rows. All four are >= 1 for the backward; the forward uses block_q and block_k
 // (the dkdv fields may be 0 there).

@@ -113,7 +113,6 @@ void check_tile(const char* what, const char* name, int64_t rows) {
 
 }  // namespace
 
-const char* pass_name(Pass pass) { return pass == Pass::forward ? "forward" : "backward"; }
 
 namespace flash_detail {
 void check_tiles(const FlashTiles& tiles, Pass pass, const char* what) {

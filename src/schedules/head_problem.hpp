@@ -3,12 +3,15 @@
 #pragma once
 
 #include <spattn/io.hpp>
+#include <spattn/plan.hpp>  // Pass, pass_name
 
 #include <cstdint>
 
 namespace spattn::schedules {
 
 using io::SlowMatrix;
+using spattn::Pass;
+using spattn::pass_name;
 
 struct HeadShape {
   int64_t seqlen_q = 0;

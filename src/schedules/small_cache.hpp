@@ -20,8 +20,6 @@
 // predicted for reads and writes separately).
 #pragma once
 
-// Pass (and pass_name) live in flash.hpp for now; they belong in head_problem.hpp.
-#include "schedules/flash.hpp"
 #include "schedules/head_problem.hpp"
 #include "schedules/tiled_matmul.hpp"
 

@@ -1,0 +1,404 @@
+// The sparse small-cache schedule's prepared mask, its tiles (the only place they are chosen) and
+// its exact I/O prediction, computed from the mask's structure. Derivations:
+// docs/sparse_small_cache.md.
+#include "schedules/sparse_small_cache.hpp"
+#include "schedules/sparse_small_cache_walk.hpp"
+
+#include <spattn/error.hpp>
+
+#include <sparse_formats/validate.hpp>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace spattn::schedules {
+
+// ---- the prepared mask ------------------------------------------------------------------------
+
+SparseSmallCacheMask::SparseSmallCacheMask(const sparse_formats::CsrPatternView<int64_t>& mask) {
+  // A view cannot know its arrays' lengths: they are taken to be what the view says (nnz is read
+  // only once the shape is known to be sane).
+  const bool readable = mask.row_ptr != nullptr && mask.num_rows >= 0;
+  sparse_formats::validate(mask, mask.num_rows >= 0 ? mask.num_rows + 1 : 0,
+                           readable ? mask.nnz() : 0, "mask");
+  seqlen_q_ = mask.num_rows;
+  seqlen_k_ = mask.num_cols;
+  const int64_t nnz = mask.nnz();
+  row_ptr_.assign(mask.row_ptr, mask.row_ptr + seqlen_q_ + 1);
+  col_idx_.assign(mask.col_idx, mask.col_idx + nnz);
+  // The transpose by counting sort: keys' entries come out in increasing row order.
+  col_ptr_.assign(static_cast<size_t>(seqlen_k_ + 1), 0);
+  for (int64_t col : col_idx_) ++col_ptr_[static_cast<size_t>(col + 1)];
+  for (int64_t j = 0; j < seqlen_k_; ++j) {
+    col_ptr_[static_cast<size_t>(j + 1)] += col_ptr_[static_cast<size_t>(j)];
+  }
+  row_idx_.resize(static_cast<size_t>(nnz));
+  csr_position_.resize(static_cast<size_t>(nnz));
+  std::vector<int64_t> fill(col_ptr_.begin(), col_ptr_.end() - 1);
+  for (int64_t i = 0; i < seqlen_q_; ++i) {
+    const int64_t begin = row_ptr_[static_cast<size_t>(i)];
+    const int64_t end = row_ptr_[static_cast<size_t>(i + 1)];
+    if (begin < end) ++nonempty_rows_;
+    for (int64_t p = begin; p < end; ++p) {
+      const auto slot =
+          static_cast<size_t>(fill[static_cast<size_t>(col_idx_[static_cast<size_t>(p)])]++);
+      row_idx_[slot] = i;
+      csr_position_[slot] = p;
+    }
+  }
+  for (int64_t j = 0; j < seqlen_k_; ++j) {
+    if (col_ptr_[static_cast<size_t>(j)] < col_ptr_[static_cast<size_t>(j + 1)]) ++nonempty_cols_;
+  }
+}
+
+namespace {
+
+// Sum over blocks of `block` consecutive rows of a compressed structure of the distinct indices
+// their entries hold. last[c] = the last block that counted index c.
+int64_t touched_per_block(const std::vector<int64_t>& ptr, const std::vector<int64_t>& idx,
+                          int64_t num_cols, int64_t block) {
+  const int64_t num_rows = static_cast<int64_t>(ptr.size()) - 1;
+  std::vector<int64_t> last(static_cast<size_t>(num_cols), -1);
+  int64_t touched = 0;
+  for (int64_t row0 = 0, b = 0; row0 < num_rows; row0 += block, ++b) {
+    const int64_t end = ptr[static_cast<size_t>(std::min(row0 + block, num_rows))];
+    for (int64_t p = ptr[static_cast<size_t>(row0)]; p < end; ++p) {
+      int64_t& seen = last[static_cast<size_t>(idx[static_cast<size_t>(p)])];
+      if (seen != b) {
+        seen = b;
+        ++touched;
+      }
+    }
+  }
+  return touched;
+}
+
+}  // namespace
+
+int64_t SparseSmallCacheMask::touched_keys(int64_t block_rows) const {
+  return touched_per_block(row_ptr_, col_idx_, seqlen_k_, std::max<int64_t>(block_rows, 1));
+}
+
+int64_t SparseSmallCacheMask::touched_queries(int64_t block_cols) const {
+  return touched_per_block(col_ptr_, row_idx_, seqlen_q_, std::max<int64_t>(block_cols, 1));
+}
+
+// ---- sweeps -------------------------------------------------------------------------------------
+
+namespace sparse_small_cache_detail {
+
+SweepTraits sweep_traits(Sweep sweep) {
+  switch (sweep) {
+    case Sweep::scores: return {true, false, 2, 1};    // row max, row sum | S
+    case Sweep::output: return {false, false, 1, 1};   // LSE | S
+    case Sweep::probs: return {true, false, 1, 1};     // LSE | P
+    case Sweep::d_scores: return {true, false, 1, 2};  // D | dS, P
+    case Sweep::dq: return {false, false, 0, 1};       // | dS
+    case Sweep::dk: return {false, true, 0, 2};        // | dS, position
+    case Sweep::dv: return {false, true, 0, 2};        // | P, position
+  }
+  return {};
+}
+
+int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles) {
+  const SweepTraits traits = sweep_traits(sweep);
+  return tiles.block_rows * (tiles.chunk + 3 + traits.row_words) + 1 +
+         tiles.block_cols * (tiles.chunk + 1) + traits.entry_words;
+}
+
+namespace {
+
+int64_t sweep_width(Sweep sweep, const HeadShape& shape) {
+  switch (sweep) {
+    case Sweep::output:
+    case Sweep::d_scores:
+    case Sweep::dv: return shape.head_dim_v;
+    default: return shape.head_dim;
+  }
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The words of one sweep, given `touched` = the sum over its row blocks of the distinct B rows
+// they touch (docs/sparse_small_cache.md, "Exact words").
+SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,
+                  const SparseSweepTiles& tiles, int64_t touched) {
+  const SweepTraits traits = sweep_traits(sweep);
+  const int64_t w = sweep_width(sweep, shape);
+  const int64_t rows = traits.transposed ? mask.seqlen_k() : mask.seqlen_q();
+  const int64_t nonempty = traits.transposed ? mask.nonempty_cols() : mask.nonempty_rows();
+  const int64_t nnz = mask.nnz();
+  const int64_t blocks = ceil_div(rows, tiles.block_rows);
+  SparseIo io;
+  if (traits.sddmm) {
+    const int64_t chunks = std::max<int64_t>(1, ceil_div(w, tiles.chunk));
+    io.indices.reads = rows + blocks + chunks * nnz;  // row pointers; a column word per entry
+    io.values.reads = nonempty * w + touched * w + (chunks - 1) * nnz;  // A, B, partial sums
+    io.values.writes = chunks * nnz;                         // partial sums, then the result
+    if (sweep == Sweep::scores) io.values.writes += rows;    // LSE
+    if (sweep == Sweep::probs) io.values.reads += nonempty;  // LSE
+    if (sweep == Sweep::d_scores) io.values.reads += nonempty * w + nnz;  // O rows (for D); P
+    return io;
+  }
+  if (w == 0) return io;
+  const int64_t chunks = ceil_div(w, tiles.chunk);
+  // Per chunk and entry: its column (and, transposed, its CSR position) and its value.
+  io.indices.reads = rows + blocks + chunks * nnz * (traits.transposed ? 2 : 1);
+  io.values.reads = chunks * nnz + touched * w;
+  if (sweep == Sweep::output) io.values.reads += nonempty;  // LSE
+  io.values.writes = rows * w;
+  return io;
+}
+
+// touched for a sweep's row blocks, remembered per block size (the tile choice asks often).
+class TouchedCounts {
+ public:
+  explicit TouchedCounts(const SparseSmallCacheMask& mask) : mask_(mask) {}
+  int64_t get(bool transposed, int64_t block_rows) {
+    auto& memo = transposed ? keys_ : queries_;
+    const auto found = memo.find(block_rows);
+    if (found != memo.end()) return found->second;
+    const int64_t value =
+        transposed ? mask_.touched_queries(block_rows) : mask_.touched_keys(block_rows);
+    memo.emplace(block_rows, value);
+    return value;
+  }
+
+ private:
+  const SparseSmallCacheMask& mask_;
+  std::map<int64_t, int64_t> queries_, keys_;  // row-major walks (touched keys), transposed
+};
+
+// The tiles of one sweep minimizing its exact predicted words (sparse_small_cache_tiles).
+SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,
+                              int64_t cache_words, TouchedCounts& touched) {
+  const SweepTraits traits = sweep_traits(sweep);
+  const int64_t w = std::max<int64_t>(sweep_width(sweep, shape), 1);
+  const int64_t rows = std::max<int64_t>(traits.transposed ? mask.seqlen_k() : mask.seqlen_q(), 1);
+  const int64_t cols = std::max<int64_t>(traits.transposed ? mask.seqlen_q() : mask.seqlen_k(), 1);
+  SparseSweepTiles best;
+  int64_t best_words = -1;
+  int64_t previous_chunk = 0;
+  for (int64_t count = 1; count <= w; ++count) {
+    const int64_t chunk = ceil_div(w, count);  // the narrowest chunk giving `count` chunks
+    if (chunk == previous_chunk) continue;
+    previous_chunk = chunk;
+    const int64_t per_row = chunk + 3 + traits.row_words;
+    const int64_t fixed = 1 + traits.entry_words + (chunk + 1);  // with a 1-column window
+    if (cache_words < fixed + per_row) continue;
+    // Row blocks: the largest that fits; as many blocks, evenly sized (a short last block
+    // re-reads the B rows its few rows touch); the largest power of two below (masks built of
+    // aligned blocks, BigBird, random blocks).
+    const int64_t largest = std::min((cache_words - fixed) / per_row, rows);
+    int64_t power = 1;
+    while (power * 2 <= largest) power *= 2;
+    for (const int64_t block_rows : {largest, ceil_div(rows, ceil_div(rows, largest)), power}) {
+      SparseSweepTiles tiles;
+      tiles.chunk = chunk;
+      tiles.block_rows = block_rows;
+      // The window takes what is left: it changes no count, only how often rows are scanned.
+      tiles.block_cols = std::min(
+          (cache_words - 1 - traits.entry_words - block_rows * per_row) / (chunk + 1), cols);
+      const int64_t words =
+          sweep_io(sweep, shape, mask, tiles, touched.get(traits.transposed, block_rows))
+              .total()
+              .total();
+      if (best_words < 0 || words < best_words ||
+          (words == best_words && block_rows > best.block_rows)) {
+        best = tiles;
+        best_words = words;
+      }
+    }
+  }
+  return best;  // the minimum M guarantees that count = 1 (or the widest fitting chunk) fits
+}
+
+void check_shape(const char* where, const HeadShape& shape) {
+  if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
+    fail(where, ": sizes must be non-negative, got seqlen_q ", shape.seqlen_q, ", seqlen_k ",
+         shape.seqlen_k, ", head_dim ", shape.head_dim, ", head_dim_v ", shape.head_dim_v);
+  }
+}
+
+void check_mask(const char* where, const HeadShape& shape, const SparseSmallCacheMask& mask) {
+  if (mask.seqlen_q() != shape.seqlen_q || mask.seqlen_k() != shape.seqlen_k) {
+    fail(where, ": the mask is ", mask.seqlen_q(), " x ", mask.seqlen_k(),
+         ", the problem has seqlen_q ", shape.seqlen_q, ", seqlen_k ", shape.seqlen_k);
+  }
+}
+
+constexpr Sweep kForwardSweeps[] = {Sweep::scores, Sweep::output};
+constexpr Sweep kBackwardSweeps[] = {Sweep::probs, Sweep::d_scores, Sweep::dq, Sweep::dk,
+                                     Sweep::dv};
+
+const SparseSweepTiles& tiles_of(const SparseSmallCacheTiles& tiles, Sweep sweep) {
+  switch (sweep) {
+    case Sweep::scores: return tiles.scores;
+    case Sweep::output: return tiles.output;
+    case Sweep::probs: return tiles.probs;
+    case Sweep::d_scores: return tiles.d_scores;
+    case Sweep::dq: return tiles.dq;
+    case Sweep::dk: return tiles.dk;
+    case Sweep::dv: return tiles.dv;
+  }
+  return tiles.scores;
+}
+
+SparseSweepTiles& tiles_of(SparseSmallCacheTiles& tiles, Sweep sweep) {
+  switch (sweep) {
+    case Sweep::scores: return tiles.scores;
+    case Sweep::output: return tiles.output;
+    case Sweep::probs: return tiles.probs;
+    case Sweep::d_scores: return tiles.d_scores;
+    case Sweep::dq: return tiles.dq;
+    case Sweep::dk: return tiles.dk;
+    case Sweep::dv: return tiles.dv;
+  }
+  return tiles.scores;
+}
+
+template <size_t N>
+SparseIo predict_sweeps(const Sweep (&sweeps)[N], const HeadShape& shape,
+                        const SparseSmallCacheMask& mask, const SparseSmallCacheTiles& tiles) {
+  SparseIo io;
+  for (Sweep sweep : sweeps) io += predict_sweep(sweep, shape, mask, tiles_of(tiles, sweep));
+  return io;
+}
+
+}  // namespace
+
+SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,
+                       const SparseSweepTiles& tiles) {
+  const SweepTraits traits = sweep_traits(sweep);
+  const int64_t touched = traits.transposed ? mask.touched_queries(tiles.block_rows)
+                                            : mask.touched_keys(tiles.block_rows);
+  return sweep_io(sweep, shape, mask, tiles, touched);
+}
+
+void check_tiles(const char* where, const HeadShape& shape, const SparseSmallCacheMask& mask,
+                 const SparseSmallCacheTiles& tiles, Pass pass) {
+  if (tiles.pass != pass) {
+    fail(where, ": tiles were chosen for the ", pass_name(tiles.pass), " pass");
+  }
+  const HeadShape& t = tiles.shape;
+  if (t.seqlen_q != shape.seqlen_q || t.seqlen_k != shape.seqlen_k ||
+      t.head_dim != shape.head_dim || t.head_dim_v != shape.head_dim_v) {
+    fail(where, ": tiles were chosen for seqlen_q ", t.seqlen_q, ", seqlen_k ", t.seqlen_k,
+         ", head_dim ", t.head_dim, ", head_dim_v ", t.head_dim_v, "; the problem has ",
+         shape.seqlen_q, ", ", shape.seqlen_k, ", ", shape.head_dim, ", ", shape.head_dim_v);
+  }
+  check_mask(where, shape, mask);
+  if (tiles.nnz != mask.nnz()) {
+    fail(where, ": tiles were chosen for a mask with ", tiles.nnz, " entries, this one has ",
+         mask.nnz());
+  }
+  const auto check = [&](Sweep sweep, const char* name) {
+    const SparseSweepTiles& s = tiles_of(tiles, sweep);
+    if (s.block_rows < 1 || s.block_cols < 1 || s.chunk < 1) {
+      fail(where, ": tiles.", name, " must be >= 1, got block_rows ", s.block_rows, ", block_cols ",
+           s.block_cols, ", chunk ", s.chunk);
+    }
+  };
+  if (pass == Pass::forward) {
+    check(Sweep::scores, "scores");
+    check(Sweep::output, "output");
+  } else {
+    check(Sweep::probs, "probs");
+    check(Sweep::d_scores, "d_scores");
+    check(Sweep::dq, "dq");
+    check(Sweep::dk, "dk");
+    check(Sweep::dv, "dv");
+  }
+}
+
+void check_room(const char* where, const io::FastMemory& fast, const SparseSmallCacheTiles& tiles) {
+  const int64_t needed = sparse_small_cache_fast_words(tiles);
+  const int64_t free_words = fast.capacity() - fast.resident();
+  if (needed > free_words) {
+    std::ostringstream message;
+    message << where << ": the tiles need " << needed << " words of fast memory, " << free_words
+            << " of M = " << fast.capacity()
+            << " are free (tiles chosen for M = " << tiles.cache_words << ")";
+    throw RuntimeError(message.str());
+  }
+}
+
+}  // namespace sparse_small_cache_detail
+
+using namespace sparse_small_cache_detail;
+
+// ---- the public functions -----------------------------------------------------------------------
+
+int64_t sparse_small_cache_min_cache_words(Pass pass) {
+  const SparseSweepTiles ones;
+  int64_t words = 0;
+  if (pass == Pass::forward) {
+    for (Sweep sweep : kForwardSweeps) words = std::max(words, sweep_fast_words(sweep, ones));
+  } else {
+    for (Sweep sweep : kBackwardSweeps) words = std::max(words, sweep_fast_words(sweep, ones));
+  }
+  return words;
+}
+
+SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape,
+                                               const SparseSmallCacheMask& mask,
+                                               int64_t cache_words, Pass pass) {
+  check_shape("sparse_small_cache_tiles", shape);
+  check_mask("sparse_small_cache_tiles", shape, mask);
+  const int64_t minimum = sparse_small_cache_min_cache_words(pass);
+  if (cache_words < minimum) {
+    fail("sparse_small_cache_tiles: fast memory M = ", cache_words,
+         " words is below the minimum of ", minimum, " words for the sparse small-cache ",
+         pass_name(pass), " (1-row blocks, 1-column windows, 1-wide chunks, their index words ",
+         "and the row statistics)");
+  }
+  SparseSmallCacheTiles tiles;
+  tiles.pass = pass;
+  tiles.shape = shape;
+  tiles.cache_words = cache_words;
+  tiles.nnz = mask.nnz();
+  TouchedCounts touched(mask);
+  if (pass == Pass::forward) {
+    for (Sweep sweep : kForwardSweeps) {
+      tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, touched);
+    }
+  } else {
+    for (Sweep sweep : kBackwardSweeps) {
+      tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, touched);
+    }
+  }
+  return tiles;
+}
+
+int64_t sparse_small_cache_fast_words(const SparseSmallCacheTiles& tiles) {
+  int64_t words = 0;
+  const auto add = [&](Sweep sweep) {
+    // An SpMM with nothing to compute (width 0) allocates nothing.
+    if (sweep_traits(sweep).sddmm || sweep_width(sweep, tiles.shape) > 0) {
+      words = std::max(words, sweep_fast_words(sweep, tiles_of(tiles, sweep)));
+    }
+  };
+  if (tiles.pass == Pass::forward) {
+    for (Sweep sweep : kForwardSweeps) add(sweep);
+  } else {
+    for (Sweep sweep : kBackwardSweeps) add(sweep);
+  }
+  return words;
+}
+
+SparseIo predict_sparse_small_cache_forward(const HeadShape& shape,
+                                            const SparseSmallCacheMask& mask,
+                                            const SparseSmallCacheTiles& tiles) {
+  check_tiles("predict_sparse_small_cache_forward", shape, mask, tiles, Pass::forward);
+  return predict_sweeps(kForwardSweeps, shape, mask, tiles);
+}
+
+SparseIo predict_sparse_small_cache_backward(const HeadShape& shape,
+                                             const SparseSmallCacheMask& mask,
+                                             const SparseSmallCacheTiles& tiles) {
+  check_tiles("predict_sparse_small_cache_backward", shape, mask, tiles, Pass::backward);
+  return predict_sweeps(kBackwardSweeps, shape, mask, tiles);
+}
+
+}  // namespace spattn::schedules

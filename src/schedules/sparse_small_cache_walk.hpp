@@ -1,0 +1,254 @@
+// Private to the sparse small-cache schedule: the walk over one row block's entries that every
+// sweep shares (sparse_small_cache.hpp; docs/sparse_small_cache.md, "The sweep").
+//
+// Resident index state of a block of `rows` rows (all words counted by FastMemory):
+//   bounds  (rows + 1)  the block's row pointers, loaded once per block
+//   cursor  (rows)      each row's next unread entry
+//   next    (rows)      the column (row, when transposed) of that entry, already loaded: the word
+//                       that ends a row's run in one window opens its run in the next, so every
+//                       index word is loaded exactly once per walk
+//   marker  (block_cols) per window column, the window that last loaded its B row
+//   position (1)        transposed walks only: the CSR position of the current entry
+// A walk visits the block's entries in column order, one window of block_cols columns at a time
+// (starting at the smallest next column, so empty stretches are skipped), each window row by row.
+#pragma once
+
+#include "schedules/head_problem.hpp"
+#include "schedules/sparse_small_cache.hpp"
+
+#include <spattn/io.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace spattn::schedules::sparse_small_cache_detail {
+
+// The structure a sweep walks: CSR (rows = queries) or the transpose (rows = keys, with the CSR
+// position of each entry). Index arrays as slow-memory column vectors.
+struct WalkStructure {
+  int64_t num_rows = 0;
+  int64_t num_cols = 0;
+  SlowMatrix<const int64_t> ptr;       // (num_rows + 1, 1)
+  SlowMatrix<const int64_t> idx;       // (nnz, 1)
+  SlowMatrix<const int64_t> position;  // (nnz, 1) when transposed; empty otherwise
+  bool transposed = false;
+};
+
+class BlockWalker {
+ public:
+  BlockWalker(io::FastMemory& fast, const WalkStructure& structure, int64_t block_rows,
+              int64_t block_cols)
+      : s_(structure),
+        block_cols_(block_cols),
+        bounds_(fast.allocate<int64_t>(block_rows + 1, "sparse_small_cache row pointers")),
+        cursor_(fast.allocate<int64_t>(block_rows, "sparse_small_cache cursors")),
+        next_(fast.allocate<int64_t>(block_rows, "sparse_small_cache next columns")),
+        marker_(fast.allocate<int64_t>(block_cols, "sparse_small_cache window markers")),
+        position_(fast.allocate<int64_t>(structure.transposed ? 1 : 0,
+                                         "sparse_small_cache entry position")) {}
+
+  // Loads the row pointers of rows [row0, row0 + rows): rows + 1 index words.
+  void load_block(io::FastMemory& fast, int64_t row0, int64_t rows) {
+    row0_ = row0;
+    rows_ = rows;
+    fast.load(io::Operand::mask, s_.ptr, row0, 0, rows + 1, 1, bounds_, 0, 1, io::WordKind::index);
+  }
+  int64_t row0() const { return row0_; }
+  int64_t rows() const { return rows_; }
+  bool nonempty(int64_t r) const { return bounds_[r] < bounds_[r + 1]; }
+  int64_t block_nnz() const { return bounds_[rows_] - bounds_[0]; }
+
+  // One walk over the block's entries. touch(col, slot) the first time a window touches a column
+  // (slot = col - window start < block_cols); entry(r, slot, position) for each entry, r the row
+  // in the block, position its index in the CSR value arrays.
+  template <typename Touch, typename Entry>
+  void walk(io::FastMemory& fast, Touch&& touch, Entry&& entry) {
+    if (rows_ == 0) return;
+    for (int64_t r = 0; r < rows_; ++r) {
+      cursor_[r] = bounds_[r];
+      peek(fast, r);
+    }
+    while (true) {
+      const int64_t window_begin = *std::min_element(next_.data(), next_.data() + rows_);
+      if (window_begin >= s_.num_cols) break;
+      const int64_t window_end = std::min(window_begin + block_cols_, s_.num_cols);
+      ++window_;
+      for (int64_t r = 0; r < rows_; ++r) {
+        while (next_[r] < window_end) {
+          const int64_t slot = next_[r] - window_begin;
+          if (marker_[slot] != window_) {
+            marker_[slot] = window_;
+            touch(next_[r], slot);
+          }
+          int64_t position = cursor_[r];
+          if (s_.transposed) {
+            fast.load(io::Operand::mask, s_.position, cursor_[r], 0, 1, 1, position_, 0, 1,
+                      io::WordKind::index);
+            position = position_[0];
+          }
+          entry(r, slot, position);
+          ++cursor_[r];
+          peek(fast, r);
+        }
+      }
+    }
+  }
+
+ private:
+  // next_[r] = the column of row r's entry at its cursor (one index word), or num_cols past its
+  // end.
+  void peek(io::FastMemory& fast, int64_t r) {
+    if (cursor_[r] < bounds_[r + 1]) {
+      fast.load(io::Operand::mask, s_.idx, cursor_[r], 0, 1, 1, next_, r, 1, io::WordKind::index);
+    } else {
+      next_[r] = s_.num_cols;
+    }
+  }
+
+  WalkStructure s_;
+  int64_t block_cols_;
+  int64_t row0_ = 0;
+  int64_t rows_ = 0;
+  int64_t window_ = 0;  // windows are numbered from 1; markers start at 0
+  io::FastBuffer<int64_t> bounds_;
+  io::FastBuffer<int64_t> cursor_;
+  io::FastBuffer<int64_t> next_;
+  io::FastBuffer<int64_t> marker_;
+  io::FastBuffer<int64_t> position_;
+};
+
+inline float dot(const float* a, const float* b, int64_t count) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < count; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+inline void axpy(float alpha, const float* x, float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) y[i] += alpha * x[i];
+}
+
+// The number of chunks of `chunk` columns covering `width` (the last may be short).
+inline int64_t chunk_count(int64_t width, int64_t chunk) { return (width + chunk - 1) / chunk; }
+
+// ---- The two sweeps -----------------------------------------------------------------------------
+// Hooks are duck-typed (static dispatch); their fast buffers are allocated by the caller before
+// the sweep is called.
+
+// SDDMM: values[p] = finish(r, sum_c A[row] . B[col]) at every entry p = (row, col) of the walked
+// structure, the dense width streamed in chunks: partial sums go to the value array (booked as
+// partial_op) between chunks, the last chunk stores hooks.finish(...) (booked as final_op). A panel
+// rows are loaded only for rows with entries. Hooks:
+//   begin_block(fast, walker)                         after the row pointers are loaded
+//   begin_chunk(fast, walker, col0, width, panel, ld, b_rows)   after the A panel is loaded
+//   float finish(fast, r, sum, position)              the last chunk's sum -> the stored value
+//   end_block(fast, walker)
+struct SddmmOperands {
+  io::Operand a_op;
+  SlowMatrix<const float> a;  // (rows, width)
+  io::Operand b_op;
+  SlowMatrix<const float> b;  // (cols, width)
+  SlowMatrix<float> values;   // (nnz, 1), CSR order; partial sums are read back from it
+  io::Operand partial_op;
+  io::Operand final_op;
+};
+
+template <typename Hooks>
+void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
+                 const SparseSweepTiles& tiles, const SddmmOperands& op, Hooks& hooks) {
+  const int64_t ld = tiles.chunk;
+  BlockWalker walker(fast, structure, tiles.block_rows, tiles.block_cols);
+  io::FastBuffer<float> panel =
+      fast.allocate<float>(tiles.block_rows * ld, "sparse_small_cache A panel");
+  io::FastBuffer<float> b_rows =
+      fast.allocate<float>(tiles.block_cols * ld, "sparse_small_cache B rows");
+  io::FastBuffer<float> value = fast.allocate<float>(1, "sparse_small_cache entry value");
+  // A dense width of 0 still has one (empty) chunk: the entries are written (S = 0).
+  const int64_t chunks = std::max<int64_t>(1, chunk_count(width, ld));
+  for (int64_t row0 = 0; row0 < structure.num_rows; row0 += tiles.block_rows) {
+    walker.load_block(fast, row0, std::min(tiles.block_rows, structure.num_rows - row0));
+    hooks.begin_block(fast, walker);
+    if (walker.block_nnz() > 0) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t col0 = c * ld;
+        const int64_t cols = std::min(ld, width - col0);
+        const bool last = c + 1 == chunks;
+        for (int64_t r = 0; r < walker.rows(); ++r) {
+          if (walker.nonempty(r))
+            fast.load(op.a_op, op.a, row0 + r, col0, 1, cols, panel, r * ld, ld);
+        }
+        hooks.begin_chunk(fast, walker, col0, cols, panel, ld, b_rows);
+        walker.walk(
+            fast,
+            [&](int64_t col, int64_t slot) {
+              fast.load(op.b_op, op.b, col, col0, 1, cols, b_rows, slot * ld, ld);
+            },
+            [&](int64_t r, int64_t slot, int64_t position) {
+              float sum = dot(panel.data() + r * ld, b_rows.data() + slot * ld, cols);
+              if (c > 0) {
+                fast.load(op.partial_op, op.values, position, 0, 1, 1, value, 0, 1);
+                sum = value[0] + sum;
+              }
+              value[0] = last ? hooks.finish(fast, r, sum, position) : sum;
+              fast.store(last ? op.final_op : op.partial_op, value, 0, 1, op.values, position, 0, 1,
+                         1);
+            });
+      }
+    }
+    hooks.end_block(fast, walker);
+  }
+}
+
+// SpMM: out[row] = alpha * sum over the row's entries p = (row, col) of
+// hooks.transform(r, values[p]) * B[col], the output width in chunks, the accumulator panel stored
+// once per chunk (rows without entries store zeros). Nothing moves when width == 0. Hooks:
+//   begin_block(fast, walker)
+//   float transform(r, value)
+struct SpmmOperands {
+  io::Operand value_op;
+  SlowMatrix<float> values;  // (nnz, 1), CSR order (scratch of the schedule)
+  io::Operand b_op;
+  SlowMatrix<const float> b;  // (cols, width)
+  io::Operand out_op;
+  SlowMatrix<float> out;  // (rows, width)
+  float alpha = 1.0f;
+};
+
+template <typename Hooks>
+void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
+                const SparseSweepTiles& tiles, const SpmmOperands& op, Hooks& hooks) {
+  if (width == 0) return;
+  const int64_t ld = tiles.chunk;
+  BlockWalker walker(fast, structure, tiles.block_rows, tiles.block_cols);
+  io::FastBuffer<float> acc =
+      fast.allocate<float>(tiles.block_rows * ld, "sparse_small_cache accumulator");
+  io::FastBuffer<float> b_rows =
+      fast.allocate<float>(tiles.block_cols * ld, "sparse_small_cache B rows");
+  io::FastBuffer<float> value = fast.allocate<float>(1, "sparse_small_cache entry value");
+  const int64_t chunks = chunk_count(width, ld);
+  for (int64_t row0 = 0; row0 < structure.num_rows; row0 += tiles.block_rows) {
+    walker.load_block(fast, row0, std::min(tiles.block_rows, structure.num_rows - row0));
+    hooks.begin_block(fast, walker);
+    const int64_t rows = walker.rows();
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t col0 = c * ld;
+      const int64_t cols = std::min(ld, width - col0);
+      std::fill(acc.data(), acc.data() + rows * ld, 0.0f);
+      walker.walk(
+          fast,
+          [&](int64_t col, int64_t slot) {
+            fast.load(op.b_op, op.b, col, col0, 1, cols, b_rows, slot * ld, ld);
+          },
+          [&](int64_t r, int64_t slot, int64_t position) {
+            fast.load(op.value_op, op.values, position, 0, 1, 1, value, 0, 1);
+            axpy(hooks.transform(r, value[0]), b_rows.data() + slot * ld, acc.data() + r * ld,
+                 cols);
+          });
+      if (op.alpha != 1.0f) {
+        for (int64_t i = 0; i < rows * ld; ++i) acc[i] *= op.alpha;
+      }
+      fast.store(op.out_op, acc, 0, ld, op.out, row0, col0, rows, cols);
+    }
+  }
+}
+
+}  // namespace spattn::schedules::sparse_small_cache_detail
