@@ -8,13 +8,15 @@
 //
 // Tensors are strided views of (batch, heads, seqlen, head_dim) (rank-2 arrays as batch = heads =
 // 1). k and v have kv_heads heads; this version needs kv_heads == heads for the flash and
-// small_cache schedules (the reference accepts grouped-query attention). The mask is full (every
-// query attends every key); sparse masks come with the block-sparse algorithms.
+// small_cache schedules (the reference accepts grouped-query attention). The mask (shared by all
+// heads) is full when omitted; with any other mask, flash is the block-sparse flash schedule and
+// small_cache the density-adaptive one (docs/block_sparse.md, docs/sparse_small_cache.md).
 // Validation happens here, once, before any output is written; messages name the argument and
 // the values ("attention_backward: d_o has seqlen 63, q has 64").
 #pragma once
 
 #include <spattn/io.hpp>
+#include <spattn/mask.hpp>
 #include <spattn/plan.hpp>
 #include <spattn/tensor.hpp>
 
@@ -41,11 +43,21 @@ Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
                        TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
                        const AttentionOptions& options);
 
+Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
+                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
+                       const Mask& mask, const AttentionOptions& options);
+
 // dq, dk, dv take the shapes of q, k, v. o and lse are the forward's outputs.
 Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
                         TensorView<const float> v, TensorView<const float> o,
                         TensorView<const float> lse, TensorView<const float> d_o,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const AttentionOptions& options);
+
+Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
+                        TensorView<const float> v, TensorView<const float> o,
+                        TensorView<const float> lse, TensorView<const float> d_o,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
+                        const Mask& mask, const AttentionOptions& options);
 
 }  // namespace spattn

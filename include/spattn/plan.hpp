@@ -6,6 +6,7 @@
 
 #include <spattn/bounds.hpp>
 #include <spattn/error.hpp>
+#include <spattn/mask.hpp>
 
 #include <cstdint>
 #include <string>
@@ -31,6 +32,7 @@ struct AlgorithmCost {
   int64_t min_cache_words = 0;  // the smallest M its tiles fit in
   int64_t reads = 0;            // predicted words, per head (0 when infeasible)
   int64_t writes = 0;
+  int64_t index_words = 0;      // of reads + writes, the mask-structure (index) words
   std::string tiles;            // e.g. "block_q 56, block_k 3" or "S 16x16x1, O 16x16x1"
   int64_t total() const { return reads + writes; }
 };
@@ -54,10 +56,32 @@ struct Plan {
   // small_cache's predictions cross there; 0 if they do not cross between the minimum M and
   // 16 * (seqlen * head_dim)). Found by bisection on the predictions.
   int64_t switch_cache_words = 0;
+  bool switch_searched = false;
+
+  // The mask. For a full mask the bound is the dense one above (Saha-Ye / Theorem 1.1); for any
+  // other mask it is the sparse bound min{Z_input^2/M, Z_input sqrt(Z_QK)/sqrt(M)}, with
+  // Z_input = (nnz(Q) + nnz(K)) / 2 (= n d for dense inputs, so the dense bound is the special
+  // case) and Z_QK = the mask's attended pairs. The sparse bound is a worst case over masks: a
+  // structured mask (a window, block-diagonal documents) can be computed with less, and then
+  // ratio_to_bound < 1 is expected, not a violation (beats_worst_case says so).
+  bool masked = false;
+  int64_t z_qk = 0;                  // attended pairs per head
+  double z_input = 0.0;              // per head
+  double theoretical_switch = 0.0;   // d^2 dense; Z_input^2 / Z_QK masked
+  bool beats_worst_case = false;     // masked and ratio_to_bound < 1
 
   int64_t total() const { return reads + writes; }
   std::string to_string() const;  // a few aligned lines
 };
+
+// Plans a head problem over `mask` (seqlen_q x seqlen_k): for a full mask the dense flash and
+// small_cache, otherwise block-sparse flash and the density-adaptive small_cache, each predicted
+// exactly from the mask's structure (the structures are cached in the mask). The switch M is
+// searched only when search_switch is set (it re-predicts at about 40 sizes: O(40 nnz) for a
+// sparse mask); a full mask always gets it.
+Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
+                    Pass pass, Algorithm requested = Algorithm::automatic, int64_t num_heads = 1,
+                    bool search_switch = false);
 
 // Plans a dense (full-mask) head problem. Throws InvalidArgument for negative sizes, M < 1, or a
 // requested algorithm whose minimum M is above cache_words (stating the minimum), and when

@@ -1,15 +1,21 @@
 // The public attention entry points: validate once, plan, then run each head's schedule.
 #include <spattn/attention.hpp>
 
+#include "api/mask_cache.hpp"
 #include "schedules/flash.hpp"
+#include "schedules/flash_mask.hpp"
 #include "schedules/small_cache.hpp"
+#include "schedules/sparse_small_cache.hpp"
 
 #include <spattn/error.hpp>
 #include <spattn/reference.hpp>
 
 #include <sparse_formats/patterns.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -111,48 +117,115 @@ void copy_out(const std::vector<double>& from, const TensorView<float>& to) {
         for (int64_t d = 0; d < to.head_dim(); ++d) to.at(b, h, s, d) = static_cast<float>(from[i++]);
 }
 
-Plan make_plan(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
+Plan make_plan(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, Pass pass,
                Algorithm algorithm, int64_t num_heads) {
   const Algorithm planned = algorithm == Algorithm::reference ? Algorithm::automatic : algorithm;
-  return plan_dense(shape, cache_words, pass, planned, num_heads);
+  return plan_attention(shape, mask, cache_words, pass, planned, num_heads);
 }
+
+void check_mask(const char* where, const Mask& mask, const TensorView<const float>& q,
+                const TensorView<const float>& k) {
+  if (mask.seqlen_q() != q.seqlen() || mask.seqlen_k() != k.seqlen()) {
+    fail(where, ": mask is ", mask.seqlen_q(), " x ", mask.seqlen_k(), ", but q has seqlen ",
+         q.seqlen(), " and k has seqlen ", k.seqlen());
+  }
+}
+
+// Runs one head's schedule for the planned algorithm; a full mask takes the dense schedules, any
+// other the block-sparse flash or the density-adaptive small_cache.
+class HeadRunner {
+ public:
+  HeadRunner(const Plan& plan, const Mask& mask, int64_t cache_words, Pass pass)
+      : plan_(plan), mask_(mask), cache_words_(cache_words), pass_(pass) {
+    const schedules::HeadShape head{plan.shape.seqlen_q, plan.shape.seqlen_k, plan.shape.head_dim,
+                                    plan.shape.head_dim_v};
+    const bool sparse = !mask.is_full();
+    if (plan.algorithm == Algorithm::flash) {
+      flash_tiles_ = schedules::flash_tiles(head, cache_words, pass_,
+                                            sparse ? schedules::FlashMasking::block_sparse : schedules::FlashMasking::dense);
+      if (sparse) flash_mask_ = mask.cache().flash(mask, flash_tiles_, pass_);
+    } else if (sparse) {
+      sparse_mask_ = mask.cache().small_cache(mask);
+      sparse_tiles_ = schedules::sparse_small_cache_tiles(head, *sparse_mask_, cache_words, pass_);
+    } else {
+      small_tiles_ = schedules::small_cache_tiles(head, cache_words, pass_);
+    }
+  }
+
+  template <typename Problem>
+  void run(const Problem& problem, io::Ledger* ledger) const {
+    constexpr bool forward = std::is_same_v<Problem, schedules::HeadForward>;
+    const std::string name = std::string(algorithm_name(plan_.algorithm)) + (mask_.is_full() ? "" : " (sparse)") +
+                             (forward ? " forward" : " backward");
+    io::FastMemory fast(cache_words_, ledger, name);
+    if (plan_.algorithm == Algorithm::flash) {
+      if constexpr (forward) {
+        schedules::flash_forward(fast, problem, flash_tiles_, flash_mask_.get());
+      } else {
+        schedules::flash_backward(fast, problem, flash_tiles_, flash_mask_.get());
+      }
+    } else if (sparse_mask_) {
+      if constexpr (forward) {
+        schedules::sparse_small_cache_forward(fast, problem, *sparse_mask_, sparse_tiles_);
+      } else {
+        schedules::sparse_small_cache_backward(fast, problem, *sparse_mask_, sparse_tiles_);
+      }
+    } else {
+      if constexpr (forward) {
+        schedules::small_cache_forward(fast, problem, small_tiles_);
+      } else {
+        schedules::small_cache_backward(fast, problem, small_tiles_);
+      }
+    }
+  }
+
+ private:
+  const Plan& plan_;
+  const Mask& mask_;
+  int64_t cache_words_;
+  Pass pass_;
+  schedules::FlashTiles flash_tiles_;
+  std::shared_ptr<const schedules::FlashMask> flash_mask_;
+  schedules::SmallCacheTiles small_tiles_;
+  std::shared_ptr<const schedules::SparseSmallCacheMask> sparse_mask_;
+  schedules::SparseSmallCacheTiles sparse_tiles_;
+};
 
 }  // namespace
 
 Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
                        TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
                        const AttentionOptions& options) {
+  return attention_forward(q, k, v, o, lse, Mask::full(std::max<int64_t>(q.seqlen(), 0), std::max<int64_t>(k.seqlen(), 0)), options);
+}
+
+Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
+                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
+                       const Mask& mask, const AttentionOptions& options) {
   const char* where = "attention_forward";
   const bounds::DenseShape shape = check_qkv(where, q, k, v, options.algorithm);
   check_per_query(where, "o", o, q);
   check_same(where, "head_dim", "o", o, 3, "v", v, 3);
   check_per_query(where, "lse", lse, q);
   if (lse.head_dim() != 1) fail(where, ": lse must have last extent 1, has ", lse.head_dim());
+  check_mask(where, mask, q, k);
   const double scale = resolve_scale(where, options, q.head_dim());
   const int64_t cache_words = resolve_cache(where, options);
-  const Plan plan = make_plan(shape, cache_words, Pass::forward, options.algorithm, q.batch() * q.heads());
+  const Plan plan = make_plan(shape, mask, cache_words, Pass::forward, options.algorithm, q.batch() * q.heads());
 
   if (options.algorithm == Algorithm::reference) {
-    const auto mask = sparse_formats::full_pattern<int64_t>(q.seqlen(), k.seqlen());
     const DoubleCopy qd = to_double(q), kd = to_double(k), vd = to_double(v);
-    const auto result = reference::forward<int64_t>(qd.view, kd.view, vd.view, {mask.view()}, scale);
+    const auto result = reference::forward<int64_t>(qd.view, kd.view, vd.view, {mask.csr()}, scale);
     copy_out(result.o, o);
     copy_out(result.lse, lse);
     return plan;
   }
-  const schedules::HeadShape head{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v};
+  const HeadRunner runner(plan, mask, cache_words, Pass::forward);
   for (int64_t b = 0; b < q.batch(); ++b) {
     for (int64_t h = 0; h < q.heads(); ++h) {
-      const schedules::HeadForward problem{head_matrix(q, b, h), head_matrix(k, b, h),
-                                           head_matrix(v, b, h), head_matrix(o, b, h),
-                                           head_matrix(lse, b, h), static_cast<float>(scale)};
-      if (plan.algorithm == Algorithm::flash) {
-        io::FastMemory fast(cache_words, options.ledger, "flash forward");
-        schedules::flash_forward(fast, problem, schedules::flash_tiles(head, cache_words, schedules::Pass::forward));
-      } else {
-        io::FastMemory fast(cache_words, options.ledger, "small_cache forward");
-        schedules::small_cache_forward(fast, problem, schedules::small_cache_tiles(head, cache_words, schedules::Pass::forward));
-      }
+      runner.run(schedules::HeadForward{head_matrix(q, b, h), head_matrix(k, b, h), head_matrix(v, b, h),
+                                        head_matrix(o, b, h), head_matrix(lse, b, h), static_cast<float>(scale)},
+                 options.ledger);
     }
   }
   return plan;
@@ -163,6 +236,15 @@ Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
                         TensorView<const float> lse, TensorView<const float> d_o,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const AttentionOptions& options) {
+  return attention_backward(q, k, v, o, lse, d_o, dq, dk, dv,
+                            Mask::full(std::max<int64_t>(q.seqlen(), 0), std::max<int64_t>(k.seqlen(), 0)), options);
+}
+
+Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
+                        TensorView<const float> v, TensorView<const float> o,
+                        TensorView<const float> lse, TensorView<const float> d_o,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
+                        const Mask& mask, const AttentionOptions& options) {
   const char* where = "attention_backward";
   const bounds::DenseShape shape = check_qkv(where, q, k, v, options.algorithm);
   for (const auto& [name, t] : {std::pair<const char*, TensorView<const float>>{"o", o}, {"d_o", d_o}}) {
@@ -181,35 +263,29 @@ Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
       }
     }
   }
+  check_mask(where, mask, q, k);
   const double scale = resolve_scale(where, options, q.head_dim());
   const int64_t cache_words = resolve_cache(where, options);
-  const Plan plan = make_plan(shape, cache_words, Pass::backward, options.algorithm, q.batch() * q.heads());
+  const Plan plan = make_plan(shape, mask, cache_words, Pass::backward, options.algorithm, q.batch() * q.heads());
 
   if (options.algorithm == Algorithm::reference) {
-    const auto mask = sparse_formats::full_pattern<int64_t>(q.seqlen(), k.seqlen());
     const DoubleCopy qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(d_o);
-    const auto result = reference::backward<int64_t>(qd.view, kd.view, vd.view, dod.view, {mask.view()}, scale);
+    const auto result = reference::backward<int64_t>(qd.view, kd.view, vd.view, dod.view, {mask.csr()}, scale);
     copy_out(result.dq, dq);
     copy_out(result.dk, dk);
     copy_out(result.dv, dv);
     return plan;
   }
-  const schedules::HeadShape head{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v};
+  const HeadRunner runner(plan, mask, cache_words, Pass::backward);
   std::vector<float> delta(static_cast<size_t>(q.seqlen()));  // slow-memory scratch for D
   for (int64_t b = 0; b < q.batch(); ++b) {
     for (int64_t h = 0; h < q.heads(); ++h) {
-      const schedules::HeadBackward problem{
-          head_matrix(q, b, h), head_matrix(k, b, h), head_matrix(v, b, h), head_matrix(o, b, h),
-          head_matrix(lse, b, h), head_matrix(d_o, b, h),
-          SlowMatrix<float>::dense(delta.data(), q.seqlen(), 1), head_matrix(dq, b, h),
-          head_matrix(dk, b, h), head_matrix(dv, b, h), static_cast<float>(scale)};
-      if (plan.algorithm == Algorithm::flash) {
-        io::FastMemory fast(cache_words, options.ledger, "flash backward");
-        schedules::flash_backward(fast, problem, schedules::flash_tiles(head, cache_words, schedules::Pass::backward));
-      } else {
-        io::FastMemory fast(cache_words, options.ledger, "small_cache backward");
-        schedules::small_cache_backward(fast, problem, schedules::small_cache_tiles(head, cache_words, schedules::Pass::backward));
-      }
+      runner.run(schedules::HeadBackward{head_matrix(q, b, h), head_matrix(k, b, h), head_matrix(v, b, h),
+                                         head_matrix(o, b, h), head_matrix(lse, b, h), head_matrix(d_o, b, h),
+                                         SlowMatrix<float>::dense(delta.data(), q.seqlen(), 1),
+                                         head_matrix(dq, b, h), head_matrix(dk, b, h), head_matrix(dv, b, h),
+                                         static_cast<float>(scale)},
+                 options.ledger);
     }
   }
   return plan;

@@ -1,8 +1,11 @@
 // The planner: exact predictions of both dense algorithms, the choice, the bound, the switch M.
 #include <spattn/plan.hpp>
 
+#include "api/mask_cache.hpp"
 #include "schedules/flash.hpp"
+#include "schedules/flash_mask.hpp"
 #include "schedules/small_cache.hpp"
+#include "schedules/sparse_small_cache.hpp"
 
 #include <spattn/error.hpp>
 
@@ -13,10 +16,6 @@
 namespace spattn {
 
 namespace {
-
-schedules::Pass to_schedule_pass(Pass pass) {
-  return pass == Pass::forward ? schedules::Pass::forward : schedules::Pass::backward;
-}
 
 schedules::HeadShape head_shape(const bounds::DenseShape& shape) {
   return {shape.seqlen_q, shape.seqlen_k, shape.head_dim,
@@ -31,11 +30,10 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
 
 AlgorithmCost flash_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
   AlgorithmCost cost;
-  const auto schedule_pass = to_schedule_pass(pass);
-  cost.min_cache_words = schedules::flash_min_cache_words(shape, schedule_pass);
+  cost.min_cache_words = schedules::flash_min_cache_words(shape, pass);
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
-  const auto tiles = schedules::flash_tiles(shape, cache_words, schedule_pass);
+  const auto tiles = schedules::flash_tiles(shape, cache_words, pass);
   const auto io = pass == Pass::forward ? schedules::predict_flash_forward(shape, tiles)
                                         : schedules::predict_flash_backward(shape, tiles);
   cost.reads = io.reads;
@@ -51,11 +49,10 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, int64_t cache_words,
 
 AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
   AlgorithmCost cost;
-  const auto schedule_pass = to_schedule_pass(pass);
-  cost.min_cache_words = schedules::small_cache_min_cache_words(shape, schedule_pass);
+  cost.min_cache_words = schedules::small_cache_min_cache_words(shape, pass);
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
-  const auto tiles = schedules::small_cache_tiles(shape, cache_words, schedule_pass);
+  const auto tiles = schedules::small_cache_tiles(shape, cache_words, pass);
   const auto io = pass == Pass::forward ? schedules::predict_small_cache_forward(shape, tiles)
                                         : schedules::predict_small_cache_backward(shape, tiles);
   cost.reads = io.reads;
@@ -70,21 +67,90 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
   return cost;
 }
 
+AlgorithmCost masked_flash_cost(const schedules::HeadShape& shape, const Mask& mask,
+                                int64_t cache_words, Pass pass) {
+  AlgorithmCost cost;
+  const auto masking = schedules::FlashMasking::block_sparse;
+  cost.min_cache_words = schedules::flash_min_cache_words(shape, pass, masking);
+  cost.feasible = cache_words >= cost.min_cache_words;
+  if (!cost.feasible) return cost;
+  const auto tiles = schedules::flash_tiles(shape, cache_words, pass, masking);
+  const auto flash_mask = mask.cache().flash(mask, tiles, pass);
+  const auto words = pass == Pass::forward
+                         ? schedules::predict_flash_forward_words(shape, tiles, flash_mask.get())
+                         : schedules::predict_flash_backward_words(shape, tiles, flash_mask.get());
+  cost.reads = words.total().reads;
+  cost.writes = words.total().writes;
+  cost.index_words = words.indices.total();
+  std::ostringstream text;
+  text << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;
+  if (pass == Pass::backward) {
+    text << "; dK/dV pass block_k " << tiles.dkdv_block_k << ", block_q " << tiles.dkdv_block_q;
+  }
+  text << "; " << flash_mask->query_rows.num_stored() << " stored tiles";
+  cost.tiles = text.str();
+  return cost;
+}
+
+std::string sweep_text(const char* name, const schedules::SparseSweepTiles& tiles) {
+  std::ostringstream out;
+  out << name << ' ' << tiles.block_rows << 'x' << tiles.block_cols << 'x' << tiles.chunk;
+  return out.str();
+}
+
+AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const Mask& mask,
+                                      int64_t cache_words, Pass pass) {
+  AlgorithmCost cost;
+  cost.min_cache_words = schedules::sparse_small_cache_min_cache_words(pass);
+  cost.feasible = cache_words >= cost.min_cache_words;
+  if (!cost.feasible) return cost;
+  const auto prepared = mask.cache().small_cache(mask);
+  const auto tiles = schedules::sparse_small_cache_tiles(shape, *prepared, cache_words, pass);
+  const auto io = pass == Pass::forward
+                      ? schedules::predict_sparse_small_cache_forward(shape, *prepared, tiles)
+                      : schedules::predict_sparse_small_cache_backward(shape, *prepared, tiles);
+  cost.reads = io.total().reads;
+  cost.writes = io.total().writes;
+  cost.index_words = io.indices.total();
+  cost.tiles = pass == Pass::forward
+                   ? sweep_text("S", tiles.scores) + ", " + sweep_text("O", tiles.output)
+                   : sweep_text("P", tiles.probs) + ", " + sweep_text("dS", tiles.d_scores) + ", " +
+                         sweep_text("dQ", tiles.dq) + ", " + sweep_text("dK", tiles.dk) + ", " +
+                         sweep_text("dV", tiles.dv);
+  return cost;
+}
+
+struct Costs {
+  AlgorithmCost flash;
+  AlgorithmCost small_cache;
+};
+
+// Both algorithms' predictions at M; mask == nullptr is the dense (full) problem.
+Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, Pass pass) {
+  if (mask == nullptr) {
+    return {flash_cost(shape, cache_words, pass), small_cache_cost(shape, cache_words, pass)};
+  }
+  return {masked_flash_cost(shape, *mask, cache_words, pass),
+          masked_small_cache_cost(shape, *mask, cache_words, pass)};
+}
+
 // flash minus small_cache predicted words at M (both must be feasible there).
-int64_t cost_difference(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
-  return flash_cost(shape, cache_words, pass).total() -
-         small_cache_cost(shape, cache_words, pass).total();
+int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
+                        Pass pass) {
+  const Costs costs = costs_at(shape, mask, cache_words, pass);
+  return costs.flash.total() - costs.small_cache.total();
 }
 
 // The M nearest to cache_words at which the sign of (flash - small_cache) changes, searching
 // powers of two for a bracket and then bisecting; 0 when there is none in range.
-int64_t find_switch(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
-  const int64_t low = std::max(schedules::flash_min_cache_words(shape, to_schedule_pass(pass)),
-                               schedules::small_cache_min_cache_words(shape, to_schedule_pass(pass)));
+int64_t find_switch(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
+                    Pass pass) {
+  const Costs minimum = costs_at(shape, mask, 1, pass);
+  const int64_t low = std::max(minimum.flash.min_cache_words, minimum.small_cache.min_cache_words);
   const int64_t high = 16 * std::max<int64_t>(1, std::max(shape.seqlen_q, shape.seqlen_k) *
                                                      std::max(shape.head_dim, shape.head_dim_v));
   auto sign = [&](int64_t m) {
-    const int64_t diff = cost_difference(shape, m, pass);
+    const int64_t diff = cost_difference(shape, mask, m, pass);
     return diff > 0 ? 1 : (diff < 0 ? -1 : 0);
   };
   int64_t best = 0;
@@ -139,6 +205,12 @@ const char* pass_name(Pass pass) { return pass == Pass::forward ? "forward" : "b
 
 Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
                 Algorithm requested, int64_t num_heads) {
+  return plan_attention(shape, Mask::full(std::max<int64_t>(shape.seqlen_q, 0), std::max<int64_t>(shape.seqlen_k, 0)),
+                        cache_words, pass, requested, num_heads, true);
+}
+
+Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
+                    Pass pass, Algorithm requested, int64_t num_heads, bool search_switch) {
   if (cache_words < 1) fail("plan: cache size M = ", cache_words, " words must be >= 1");
   if (num_heads < 0) fail("plan: num_heads = ", num_heads, " must be >= 0");
   if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
@@ -148,7 +220,12 @@ Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
   if (requested == Algorithm::reference) {
     fail("plan: the reference is not a schedule; it has no plan (choose auto, flash or small_cache)");
   }
+  if (mask.seqlen_q() != shape.seqlen_q || mask.seqlen_k() != shape.seqlen_k) {
+    fail("plan: the mask is ", mask.seqlen_q(), " x ", mask.seqlen_k(), ", the problem ",
+         shape.seqlen_q, " x ", shape.seqlen_k);
+  }
   const schedules::HeadShape head = head_shape(shape);
+  const Mask* sparse_mask = mask.is_full() ? nullptr : &mask;
   Plan plan;
   plan.pass = pass;
   plan.shape = shape;
@@ -156,8 +233,9 @@ Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
   plan.num_heads = num_heads;
   plan.cache_words = cache_words;
   plan.requested = requested;
-  plan.flash = flash_cost(head, cache_words, pass);
-  plan.small_cache = small_cache_cost(head, cache_words, pass);
+  const Costs costs = costs_at(head, sparse_mask, cache_words, pass);
+  plan.flash = costs.flash;
+  plan.small_cache = costs.small_cache;
 
   if (requested == Algorithm::flash && !plan.flash.feasible) {
     fail("plan: flash ", pass_name(pass), " needs M >= ", plan.flash.min_cache_words,
@@ -185,8 +263,16 @@ Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
 
   const double heads = static_cast<double>(num_heads);
   const auto cache = static_cast<double>(cache_words);
-  plan.bound = pass == Pass::forward ? bounds::dense_forward(plan.shape, cache)
-                                     : bounds::dense_backward(plan.shape, cache);
+  plan.masked = sparse_mask != nullptr;
+  plan.z_qk = mask.nnz();
+  plan.z_input = 0.5 * static_cast<double>(shape.seqlen_q + shape.seqlen_k) * static_cast<double>(shape.head_dim);
+  if (plan.masked) {
+    plan.bound = bounds::sparse(plan.z_input, static_cast<double>(plan.z_qk), cache);
+  } else {
+    plan.bound = pass == Pass::forward ? bounds::dense_forward(plan.shape, cache)
+                                       : bounds::dense_backward(plan.shape, cache);
+  }
+  plan.theoretical_switch = plan.bound.crossover_m;
   plan.bound.large_cache *= heads;
   plan.bound.small_cache *= heads;
   plan.bound.value *= heads;
@@ -197,8 +283,10 @@ Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
   plan.ratio_to_flash = plan.flash.feasible && plan.flash.total() > 0
                             ? total / (heads * static_cast<double>(plan.flash.total()))
                             : 0.0;
-  if (plan.flash.feasible || plan.small_cache.feasible) {
-    plan.switch_cache_words = find_switch(head, cache_words, pass);
+  plan.beats_worst_case = plan.masked && plan.ratio_to_bound < 1.0;
+  if (search_switch || !plan.masked) {
+    plan.switch_cache_words = find_switch(head, sparse_mask, cache_words, pass);
+    plan.switch_searched = true;
   }
   return plan;
 }
@@ -217,6 +305,11 @@ std::string Plan::to_string() const {
   out << "plan (" << pass_name(pass) << "): seqlen_q " << shape.seqlen_q << ", seqlen_k "
       << shape.seqlen_k << ", head_dim " << shape.head_dim << ", head_dim_v " << shape.head_dim_v
       << ", heads " << num_heads << ", M " << cache_words << " words\n";
+  if (masked) {
+    out << "  mask: " << z_qk << " attended pairs (density "
+        << static_cast<double>(z_qk) / (static_cast<double>(shape.seqlen_q) * static_cast<double>(shape.seqlen_k))
+        << "); Z_input = (nnz(Q) + nnz(K)) / 2 = " << z_input << "\n";
+  }
   out << "  algorithm: " << algorithm_name(algorithm)
       << (requested == Algorithm::automatic ? " (chosen: smaller predicted I/O)" : " (requested)")
       << '\n';
@@ -226,22 +319,31 @@ std::string Plan::to_string() const {
   cost_line("small_cache", small_cache);
   char line[256];
   std::snprintf(line, sizeof line,
-                "  lower bound: %.4g words (%s branch; large-cache %.4g, small-cache %.4g; "
+                "  lower bound%s: %.4g words (%s branch; large-cache %.4g, small-cache %.4g; "
                 "branches cross at M = %.0f)\n",
-                bound.value, bounds::branch_name(bound.branch), bound.large_cache,
-                bound.small_cache, bound.crossover_m);
+                masked ? " (sparse, worst case over masks)" : "", bound.value,
+                bounds::branch_name(bound.branch), bound.large_cache, bound.small_cache,
+                bound.crossover_m);
   out << line;
   std::snprintf(line, sizeof line,
                 "  ratio to bound: %.3g; ratio to flash: %.3g; compulsory I/O: %.4g words\n",
                 ratio_to_bound, ratio_to_flash, compulsory);
   out << line;
+  if (beats_worst_case) {
+    out << "  this mask is structured: it moves fewer words than the worst-case bound allows for an "
+           "unstructured mask of the same Z_QK (expected, not a violation)\n";
+  }
   if (switch_cache_words > 0) {
     std::snprintf(line, sizeof line,
-                  "  switch: auto changes algorithm at M = %lld words (%.3g d^2)\n",
+                  "  switch: auto changes algorithm at M = %lld words (%.3g times the theoretical "
+                  "%s = %.0f)\n",
                   static_cast<long long>(switch_cache_words),
-                  static_cast<double>(switch_cache_words) /
-                      (static_cast<double>(shape.head_dim) * static_cast<double>(shape.head_dim)));
+                  theoretical_switch > 0 ? static_cast<double>(switch_cache_words) / theoretical_switch : 0.0,
+                  masked ? "Z_input^2 / Z_QK" : "d^2", theoretical_switch);
     out << line;
+  } else if (!switch_searched) {
+    out << "  switch: not searched (spattn plan --switch searches it); theory puts it at "
+           "Z_input^2 / Z_QK = " << theoretical_switch << " words\n";
   } else {
     out << "  switch: none in range (one algorithm is cheaper at every M)\n";
   }

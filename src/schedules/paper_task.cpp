@@ -84,8 +84,8 @@ PaperTiles choose_tiles(int64_t n, int64_t d, int64_t cache_words, Algorithm alg
   if (algorithm == Algorithm::automatic) {
     // The cheaper of the two, among those that fit.
     const auto shape = head(n, d);
-    const bool flash_fits = cache_words >= schedules::flash_min_cache_words(shape, schedules::Pass::backward);
-    const bool small_fits = cache_words >= schedules::small_cache_min_cache_words(shape, schedules::Pass::backward) &&
+    const bool flash_fits = cache_words >= schedules::flash_min_cache_words(shape, Pass::backward);
+    const bool small_fits = cache_words >= schedules::small_cache_min_cache_words(shape, Pass::backward) &&
                             cache_words >= schedules::tiled_matmul_min_cache_words();
     if (flash_fits && small_fits) {
       const PaperTiles f = choose_tiles(n, d, cache_words, Algorithm::flash);
@@ -107,11 +107,11 @@ PaperTiles choose_tiles(int64_t n, int64_t d, int64_t cache_words, Algorithm alg
   }
   const auto shape = head(n, d);
   if (algorithm == Algorithm::flash) {
-    t.flash_forward = schedules::flash_tiles(shape, cache_words, schedules::Pass::forward);
-    t.flash_backward = schedules::flash_tiles(shape, cache_words, schedules::Pass::backward);
+    t.flash_forward = schedules::flash_tiles(shape, cache_words, Pass::forward);
+    t.flash_backward = schedules::flash_tiles(shape, cache_words, Pass::backward);
   } else {
-    t.small_forward = schedules::small_cache_tiles(shape, cache_words, schedules::Pass::forward);
-    t.small_backward = schedules::small_cache_tiles(shape, cache_words, schedules::Pass::backward);
+    t.small_forward = schedules::small_cache_tiles(shape, cache_words, Pass::forward);
+    t.small_backward = schedules::small_cache_tiles(shape, cache_words, Pass::backward);
   }
   return t;
 }

@@ -1,0 +1,137 @@
+// The planner over sparse masks, on the exact predictions (block_sparse_flash_io_test and
+// sparse_small_cache_io_test prove prediction == counted I/O): how the chosen algorithm tracks the
+// sparse bound, where it switches, and when a structured mask beats the worst case.
+#include <spattn/plan.hpp>
+
+#include <sparse_formats/patterns.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using spattn::Algorithm;
+using spattn::Mask;
+using spattn::Pass;
+
+namespace {
+
+std::vector<int64_t> powers_of_two(int64_t lo, int64_t hi) {
+  std::vector<int64_t> sizes;
+  for (int64_t m = lo; m < hi; m *= 2) sizes.push_back(m);
+  sizes.push_back(hi);
+  return sizes;
+}
+
+bool sanitized() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+TEST(SparsePlanner, RandomMasksTrackTheSparseBoundWithinEightTimes) {
+  // Uniform random masks at 1%, 5%, 25%; n in {512, 1024, 4096}; M in [4d, n d]; d = 64. The
+  // planner's backward I/O divided by min{Z_input^2/M, Z_input sqrt(Z_QK)/sqrt(M)}.
+  const int64_t d = 64;
+  std::vector<int64_t> lengths = {512, 1024, 4096};
+  if (sanitized()) lengths = {512, 1024};  // the n = 4096 masks take minutes under ASan
+  double lo = INFINITY, hi = 0.0;
+  for (double density : {0.01, 0.05, 0.25}) {
+    for (int64_t n : lengths) {
+      const Mask mask = Mask::from_spec("random:p=" + std::to_string(density) + ",seed=3", n, n);
+      for (int64_t m : powers_of_two(4 * d, n * d)) {
+        const auto plan = spattn::plan_attention({n, n, d, d}, mask, m, Pass::backward);
+        ASSERT_TRUE(plan.masked);
+        lo = std::min(lo, plan.ratio_to_bound);
+        hi = std::max(hi, plan.ratio_to_bound);
+      }
+    }
+  }
+  std::printf("random masks: planner I/O / sparse bound from %.3f to %.3f (spread %.2fx)\n", lo, hi, hi / lo);
+  EXPECT_LE(hi / lo, 8.0);
+}
+
+TEST(SparsePlanner, SwitchOnRandomMasksIsNearZInputSquaredOverZqk) {
+  const int64_t n = 1024, d = 64;
+  for (double density : {0.05, 0.25}) {
+    const Mask mask = Mask::from_spec("random:p=" + std::to_string(density) + ",seed=1", n, n);
+    const auto plan = spattn::plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::automatic, 1, true);
+    ASSERT_TRUE(plan.switch_searched);
+    ASSERT_GT(plan.switch_cache_words, 0) << "density " << density;
+    const double ratio = static_cast<double>(plan.switch_cache_words) / plan.theoretical_switch;
+    std::printf("random %.2f: switch at M = %lld, %.3f x Z_input^2 / Z_QK = %.0f\n", density,
+                static_cast<long long>(plan.switch_cache_words), ratio, plan.theoretical_switch);
+    EXPECT_GT(ratio, 0.25);
+    EXPECT_LT(ratio, 4.0);
+  }
+}
+
+TEST(SparsePlanner, StructuredMasksBeatTheWorstCaseAndThePlanSaysSo) {
+  // A narrow sliding window (w = 16, d = 64, M = 4096, forward): block-sparse flash moves about
+  // c n d words, linear in n, while the worst-case bound for the same Z_QK grows as n^1.5
+  // (Z_input sqrt(Z_QK / M) with Z_input = n d, Z_QK ~ 33 n). By n = 32768 the plan is well
+  // under the bound; a uniform random mask of the same density is not.
+  double previous_ratio = INFINITY;
+  for (int64_t n : {2048, 8192, 32768}) {
+    const Mask window = Mask::from_spec("sliding_window:w=16", n, n);
+    const auto plan = spattn::plan_attention({n, n, 64, 64}, window, 4096, Pass::forward);
+    std::printf("sliding window w=16, n %lld, M 4096: ratio to the sparse bound %.3f\n", static_cast<long long>(n),
+                plan.ratio_to_bound);
+    EXPECT_LT(plan.ratio_to_bound, previous_ratio);
+    previous_ratio = plan.ratio_to_bound;
+  }
+  EXPECT_LT(previous_ratio, 0.5);
+  const Mask window = Mask::from_spec("sliding_window:w=16", 32768, 32768);
+  const auto plan = spattn::plan_attention({32768, 32768, 64, 64}, window, 4096, Pass::forward);
+  EXPECT_TRUE(plan.beats_worst_case);
+  EXPECT_NE(plan.to_string().find("structured"), std::string::npos);
+  const Mask random = Mask::from_spec("random:p=" + std::to_string(window.density()) + ",seed=2", 2048, 2048);
+  const auto unstructured = spattn::plan_attention({2048, 2048, 64, 64}, random, 4096, Pass::forward);
+  EXPECT_FALSE(unstructured.beats_worst_case);
+  EXPECT_GT(unstructured.ratio_to_bound, 1.0);
+}
+
+TEST(SparsePlanner, FullMasksCostNoMoreThanDenseAndNearlyFullOnesLittleMore) {
+  // A full mask, however it is given, runs the dense schedules (Mask::is_full): exactly the dense
+  // words. Drop a single pair and the sparse schedules run instead: block-sparse flash stays
+  // within 1.25x of dense flash. The density-adaptive small_cache moves one index word per stored
+  // score, which costs it 1.4x to 1.8x of the dense small_cache here (docs/sparse.md); it is
+  // printed, not asserted, since that algorithm is meant for unstructured masks.
+  const int64_t n = 512, d = 64;
+  auto pattern = sparse_formats::full_pattern<int64_t>(n, n);
+  pattern.col_idx.erase(pattern.col_idx.begin());  // drop (0, 0)
+  for (size_t i = 1; i < pattern.row_ptr.size(); ++i) pattern.row_ptr[i] -= 1;
+  const Mask almost_full = Mask::from_csr(std::move(pattern));
+  ASSERT_FALSE(almost_full.is_full());
+  const Mask full_as_csr = Mask::from_csr(sparse_formats::full_pattern<int64_t>(n, n));
+  ASSERT_TRUE(full_as_csr.is_full());
+  for (Pass pass : {Pass::forward, Pass::backward}) {
+    EXPECT_EQ(spattn::plan_attention({n, n, d, d}, full_as_csr, 4096, pass).total(),
+              spattn::plan_dense({n, n, d, d}, 4096, pass).total());
+  }
+  for (int64_t m : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+    for (Pass pass : {Pass::forward, Pass::backward}) {
+      const auto dense = spattn::plan_dense({n, n, d, d}, m, pass);
+      const auto sparse = spattn::plan_attention({n, n, d, d}, almost_full, m, pass);
+      for (const auto& [name, dense_cost, sparse_cost] :
+           {std::tuple<const char*, spattn::AlgorithmCost, spattn::AlgorithmCost>{"flash", dense.flash, sparse.flash},
+            {"small_cache", dense.small_cache, sparse.small_cache}}) {
+        if (!dense_cost.feasible || !sparse_cost.feasible) continue;
+        const double ratio = static_cast<double>(sparse_cost.total()) / static_cast<double>(dense_cost.total());
+        std::printf("M %6lld %s %-11s sparse / dense words = %.3f\n", static_cast<long long>(m),
+                    spattn::pass_name(pass), name, ratio);
+        if (std::string(name) == "flash") {
+          EXPECT_LE(ratio, 1.25) << name << " M " << m;
+        }
+      }
+    }
+  }
+}
