@@ -144,4 +144,10 @@ sparse_formats::CsrPattern<int64_t> load_mask(const std::string& spec_or_file, i
   }
 }
 
+Mask load_prepared_mask(const std::string& spec_or_file, int64_t seqlen_q, int64_t seqlen_k,
+                        const std::string& flag) {
+  if (spec_or_file == "full") return Mask::full(seqlen_q, seqlen_k);
+  return Mask::from_csr(load_mask(spec_or_file, seqlen_q, seqlen_k, flag), flag);
+}
+
 }  // namespace spattn::cli

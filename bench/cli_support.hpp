@@ -2,6 +2,8 @@
 // pattern specs or files, staged output directories, and aligned tables.
 #pragma once
 
+#include <spattn/mask.hpp>
+
 #include <sparse_formats/csr.hpp>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +27,10 @@ class UsageError : public std::runtime_error {
 // Matrix Market file (a path ending in .mtx). Spec errors are UsageErrors; file errors are not.
 sparse_formats::CsrPattern<int64_t> load_mask(const std::string& spec_or_file, int64_t seqlen_q,
                                               int64_t seqlen_k, const std::string& flag);
+
+// The same, as a prepared spattn::Mask ("full" stays implicit: no index arrays are built).
+Mask load_prepared_mask(const std::string& spec_or_file, int64_t seqlen_q, int64_t seqlen_k,
+                        const std::string& flag);
 
 // Writes a set of files into `directory` all or nothing: every file is first written into a
 // staging directory beside it, and moved into place only when all writes succeeded. On failure

@@ -79,7 +79,8 @@ struct ScheduledResult {
 // Float copies of the inputs, the algorithm's outputs widened back to double for writing.
 ScheduledResult run_schedule(const AttentionCommand& options, const LoadedTensor& q,
                              const LoadedTensor& k, const LoadedTensor& v,
-                             const std::optional<LoadedTensor>& d_o, double scale) {
+                             const std::optional<LoadedTensor>& d_o, const Mask& mask,
+                             double scale) {
   auto narrow = [](const LoadedTensor& t) { return std::vector<float>(t.array.data.begin(), t.array.data.end()); };
   auto view = [](std::vector<float>& data, const TensorView<const double>& like, int64_t last) {
     return TensorView<float>::contiguous(data.data(), like.batch(), like.heads(), like.seqlen(), last);
@@ -97,7 +98,7 @@ ScheduledResult run_schedule(const AttentionCommand& options, const LoadedTensor
   api.cache_words = options.cache_words;
   io::Ledger forward_ledger, backward_ledger;
   if (options.io) api.ledger = &forward_ledger;
-  const Plan forward_plan = attention_forward(qv, kv, vv, ov, lsev, api);
+  const Plan forward_plan = attention_forward(qv, kv, vv, ov, lsev, mask, api);
   ScheduledResult result;
   result.forward.o.assign(of.begin(), of.end());
   result.forward.lse.assign(lsef.begin(), lsef.end());
@@ -112,7 +113,7 @@ ScheduledResult run_schedule(const AttentionCommand& options, const LoadedTensor
   if (options.io) api.ledger = &backward_ledger;
   const Plan backward_plan = attention_backward(qv, kv, vv, ov, lsev, dov, view(dqf, q.view, q.view.head_dim()),
                                                 view(dkf, k.view, k.view.head_dim()),
-                                                view(dvf, v.view, v.view.head_dim()), api);
+                                                view(dvf, v.view, v.view.head_dim()), mask, api);
   result.backward = reference::BackwardResult{{dqf.begin(), dqf.end()}, {dkf.begin(), dkf.end()}, {dvf.begin(), dvf.end()}};
   if (options.io) {
     std::cout << backward_plan.to_string() << "counted (backward):\n" << backward_ledger.report() << '\n';
@@ -142,12 +143,8 @@ void run_attention(const AttentionCommand& options) {
     forward = reference::forward<int64_t>(q.view, k.view, v.view, masks, scale);
     if (d_o) backward = reference::backward<int64_t>(q.view, k.view, v.view, d_o->view, masks, scale);
   } else {
-    if (mask.nnz() != q.view.seqlen() * k.view.seqlen()) {
-      throw UsageError("--mask: algorithm " + options.algorithm +
-                       " runs the full mask only in this version (use --algorithm reference for "
-                       "sparse masks)");
-    }
-    const auto scheduled = run_schedule(options, q, k, v, d_o, scale);
+    const Mask prepared = Mask::from_csr(sparse_formats::CsrPattern<int64_t>(mask), "--mask");
+    const auto scheduled = run_schedule(options, q, k, v, d_o, prepared, scale);
     forward = scheduled.forward;
     backward = scheduled.backward;
   }
