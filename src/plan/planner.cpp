@@ -1,4 +1,5 @@
-// The planner: exact predictions of both dense algorithms, the choice, the bound, the switch M.
+// The planner: exact predictions of flash and small_cache (dense or over a mask), the choice,
+// the bound, the switch M.
 #include <spattn/plan.hpp>
 
 #include "api/mask_cache.hpp"
@@ -28,25 +29,6 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
   return out.str();
 }
 
-AlgorithmCost flash_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
-  AlgorithmCost cost;
-  cost.min_cache_words = schedules::flash_min_cache_words(shape, pass);
-  cost.feasible = cache_words >= cost.min_cache_words;
-  if (!cost.feasible) return cost;
-  const auto tiles = schedules::flash_tiles(shape, cache_words, pass);
-  const auto io = pass == Pass::forward ? schedules::predict_flash_forward(shape, tiles)
-                                        : schedules::predict_flash_backward(shape, tiles);
-  cost.reads = io.reads;
-  cost.writes = io.writes;
-  std::ostringstream text;
-  text << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;
-  if (pass == Pass::backward) {
-    text << "; dK/dV pass block_k " << tiles.dkdv_block_k << ", block_q " << tiles.dkdv_block_q;
-  }
-  cost.tiles = text.str();
-  return cost;
-}
-
 AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
   AlgorithmCost cost;
   cost.min_cache_words = schedules::small_cache_min_cache_words(shape, pass);
@@ -67,15 +49,17 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
   return cost;
 }
 
-AlgorithmCost masked_flash_cost(const schedules::HeadShape& shape, const Mask& mask,
-                                int64_t cache_words, Pass pass) {
+// Dense (mask == nullptr) or block-sparse flash: the same schedule, the mask re-blocked at its
+// tiles (cached in the Mask).
+AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
+                         Pass pass) {
   AlgorithmCost cost;
-  const auto masking = schedules::FlashMasking::block_sparse;
+  const auto masking = mask != nullptr ? schedules::FlashMasking::block_sparse : schedules::FlashMasking::dense;
   cost.min_cache_words = schedules::flash_min_cache_words(shape, pass, masking);
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
   const auto tiles = schedules::flash_tiles(shape, cache_words, pass, masking);
-  const auto flash_mask = mask.cache().flash(mask, tiles, pass);
+  const auto flash_mask = mask != nullptr ? mask->cache().flash(*mask, tiles, pass) : nullptr;
   const auto words = pass == Pass::forward
                          ? schedules::predict_flash_forward_words(shape, tiles, flash_mask.get())
                          : schedules::predict_flash_backward_words(shape, tiles, flash_mask.get());
@@ -87,7 +71,7 @@ AlgorithmCost masked_flash_cost(const schedules::HeadShape& shape, const Mask& m
   if (pass == Pass::backward) {
     text << "; dK/dV pass block_k " << tiles.dkdv_block_k << ", block_q " << tiles.dkdv_block_q;
   }
-  text << "; " << flash_mask->query_rows.num_stored() << " stored tiles";
+  if (flash_mask) text << "; " << flash_mask->query_rows.num_stored() << " stored tiles";
   cost.tiles = text.str();
   return cost;
 }
@@ -127,11 +111,9 @@ struct Costs {
 
 // Both algorithms' predictions at M; mask == nullptr is the dense (full) problem.
 Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, Pass pass) {
-  if (mask == nullptr) {
-    return {flash_cost(shape, cache_words, pass), small_cache_cost(shape, cache_words, pass)};
-  }
-  return {masked_flash_cost(shape, *mask, cache_words, pass),
-          masked_small_cache_cost(shape, *mask, cache_words, pass)};
+  return {flash_cost(shape, mask, cache_words, pass),
+          mask == nullptr ? small_cache_cost(shape, cache_words, pass)
+                          : masked_small_cache_cost(shape, *mask, cache_words, pass)};
 }
 
 // flash minus small_cache predicted words at M (both must be feasible there).
