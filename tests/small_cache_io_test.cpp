@@ -4,6 +4,8 @@
 // scales like the paper's bound Theta((n^2 d + n d^2) / sqrt(M)) for M <= d^2 / 4.
 #include "schedules/small_cache.hpp"
 
+#include "support/test_helpers.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,27 +23,9 @@ using spattn::io::Ledger;
 using spattn::io::Operand;
 using spattn::io::WordKind;
 
-std::vector<float> random_values(int64_t count, uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& value : values) value = uniform(engine);
-  return values;
-}
+std::vector<float> random_values(int64_t count, uint32_t seed) { return spattn::testing::random_floats(count, seed); }
 
-// Under AddressSanitizer the flop-bound n = 1024, d >= 64 cases take seconds each; the ordinary
-// build counts them.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using spattn::testing::kSanitized;
 
 int64_t reads(const Ledger& ledger, Operand operand) {
   return ledger.traffic(operand, WordKind::value).reads;

@@ -7,6 +7,8 @@
 
 #include <spattn/reference.hpp>
 
+#include "support/test_helpers.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,30 +30,11 @@ using spattn::testing::fp32_tolerance;
 using spattn::testing::max_abs;
 using spattn::testing::max_abs_error;
 
-template <typename Error, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "<no error>";
-}
+using spattn::testing::message_of;
+using spattn::testing::contains;
+std::vector<float> random_values(int64_t count, uint32_t seed) { return spattn::testing::random_floats(count, seed); }
 
-::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
-
-std::vector<float> random_values(int64_t count, uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& value : values) value = uniform(engine);
-  return values;
-}
-
-std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+using spattn::testing::widen;
 
 // One head's inputs and outputs, fp32, row-major.
 struct Problem {

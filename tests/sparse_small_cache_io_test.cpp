@@ -10,6 +10,8 @@
 #include <sparse_formats/convert.hpp>
 #include <sparse_formats/patterns.hpp>
 
+#include "support/test_helpers.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,28 +30,9 @@ using spattn::io::Ledger;
 using spattn::io::Operand;
 using spattn::io::WordKind;
 
-// Under AddressSanitizer (a Debug build) every one-word move costs ~70x more and the n = 4096
-// predictions (4 million entries walked per candidate tile) take too long: the sanitized build
-// counts fewer sizes; the ordinary build all of them.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using spattn::testing::kSanitized;
 
-std::vector<float> random_values(int64_t count, uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& value : values) value = uniform(engine);
-  return values;
-}
+std::vector<float> random_values(int64_t count, uint32_t seed) { return spattn::testing::random_floats(count, seed); }
 
 SparseSmallCacheMask prepare(const CsrPattern<int32_t>& mask) {
   return SparseSmallCacheMask(sparse_formats::convert_index<int64_t>(mask.view()).view());

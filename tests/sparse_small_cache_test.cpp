@@ -11,6 +11,8 @@
 #include <sparse_formats/convert.hpp>
 #include <sparse_formats/patterns.hpp>
 
+#include "support/test_helpers.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,44 +35,13 @@ using spattn::testing::fp32_tolerance;
 using spattn::testing::max_abs;
 using spattn::testing::max_abs_error;
 
-// Under AddressSanitizer (a Debug build) every one-word move costs ~70x more; the sanitized build
-// runs the same checks on fewer sizes.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using spattn::testing::kSanitized;
 
-template <typename Error, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "<no error>";
-}
+using spattn::testing::message_of;
+using spattn::testing::contains;
+std::vector<float> random_values(int64_t count, uint32_t seed) { return spattn::testing::random_floats(count, seed); }
 
-::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
-
-std::vector<float> random_values(int64_t count, uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& value : values) value = uniform(engine);
-  return values;
-}
-
-std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+using spattn::testing::widen;
 
 SparseSmallCacheMask prepare(const CsrPattern<int32_t>& mask) {
   return SparseSmallCacheMask(sparse_formats::convert_index<int64_t>(mask.view()).view());

@@ -4,6 +4,8 @@
 
 #include "support/compare.hpp"
 
+#include "support/test_helpers.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,21 +22,8 @@ using spattn::io::Operand;
 using spattn::io::WordKind;
 
 // The message of the Error that f throws ("<no error>" when it throws none).
-template <typename Error, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "<no error>";
-}
-
-::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
-
+using spattn::testing::message_of;
+using spattn::testing::contains;
 std::vector<float> random_matrix(int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
