@@ -2,6 +2,8 @@
 // with one it builds the mask and prints its statistics and a block-level picture.
 #include "cli_support.hpp"
 #include "commands.hpp"
+#include "plot.hpp"
+#include "report.hpp"
 
 #include <sparse_formats/convert.hpp>
 #include <sparse_formats/patterns.hpp>
@@ -20,6 +22,7 @@ struct PatternsOptions {
   int64_t seqlen_k = 0;  // 0: same as seqlen_q
   int64_t block = 64;
   int64_t width = 64;
+  std::string png;  // also draw the mask into this PNG
 };
 
 void list_all() {
@@ -43,6 +46,10 @@ void show(const PatternsOptions& options) {
   if (options.block < 1) throw UsageError("--block: must be >= 1, got " + std::to_string(options.block));
   if (options.width < 8) throw UsageError("--width: must be >= 8, got " + std::to_string(options.width));
   const int64_t seqlen_k = options.seqlen_k > 0 ? options.seqlen_k : options.seqlen_q;
+  if (!options.png.empty()) {
+    require_gnuplot("--png");
+    check_writable(options.png, "--png");
+  }
   const auto start = std::chrono::steady_clock::now();
   const auto mask = load_mask(options.spec, options.seqlen_q, seqlen_k, "patterns");
   const double build_ms =
@@ -59,6 +66,12 @@ void show(const PatternsOptions& options) {
             << " partial), block density " << format_real(stats.block_density, 4) << '\n'
             << "built in:       " << format_real(build_ms, 3) << " ms (CSR, from the spec)\n\n";
   std::cout << sparse_formats::render_mask_blocks(mask.view(), options.width);
+  if (!options.png.empty()) {
+    plot_mask(mask.view(), options.spec + "   (" + std::to_string(stats.num_rows) + " x " +
+                               std::to_string(stats.num_cols) + ", density " + format_real(stats.density, 4) + ")",
+              options.png, "--png");
+    std::cout << "\nwrote " << options.png << '\n';
+  }
 }
 
 }  // namespace
@@ -72,8 +85,10 @@ void register_patterns(CLI::App& app) {
   cmd->add_option("--seqlen-k", options->seqlen_k, "Key sequence length (0: same as --n)")->capture_default_str();
   cmd->add_option("--block", options->block, "Block size for the block statistics")->capture_default_str();
   cmd->add_option("--width", options->width, "Width of the picture in characters")->capture_default_str();
+  cmd->add_option("--png", options->png, "Also draw the mask into FILE.png (needs gnuplot)");
   cmd->callback([options] {
     if (options->spec.empty()) {
+      if (!options->png.empty()) throw UsageError("--png: name a pattern to draw (spattn patterns SPEC --png FILE)");
       list_all();
     } else {
       show(*options);

@@ -8,6 +8,7 @@ namespace spattn::cli {
 void register_patterns(CLI::App& app);
 void register_attention(CLI::App& app);
 void register_run(CLI::App& app);
+void register_sweep(CLI::App& app);
 void register_plan(CLI::App& app);  // plan and bound
 
 }  // namespace spattn::cli

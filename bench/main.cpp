@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   spattn::cli::register_attention(app);
   spattn::cli::register_plan(app);
   spattn::cli::register_run(app);
+  spattn::cli::register_sweep(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -8,6 +8,7 @@ packages=(
   libcli11-dev            # the spattn command line
   nlohmann-json3-dev      # JSON output
   libgtest-dev googletest # the test suite
+  gnuplot-nox             # spattn run/sweep --plot, spattn patterns --png (optional at build time)
 )
 
 missing=()
