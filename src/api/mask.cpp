@@ -126,5 +126,18 @@ std::shared_ptr<const schedules::SparseSmallCacheMask> MaskCache::small_cache(co
   return small_cache_;
 }
 
+bool MaskCache::find_costs(const CostKey& key, Costs& costs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = costs_.find(key);
+  if (found == costs_.end()) return false;
+  costs = found->second;
+  return true;
+}
+
+void MaskCache::store_costs(const CostKey& key, const Costs& costs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  costs_.emplace(key, costs);
+}
+
 }  // namespace detail
 }  // namespace spattn

@@ -7,11 +7,13 @@
 #include "schedules/sparse_small_cache.hpp"
 
 #include <spattn/mask.hpp>
+#include <spattn/plan.hpp>
 
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <utility>
 
 namespace spattn::detail {
 
@@ -20,11 +22,19 @@ struct MaskCache {
                                                     Pass pass);
   std::shared_ptr<const schedules::SparseSmallCacheMask> small_cache(const Mask& mask);
 
+  // The planner's per-head predictions for (head_dim, head_dim_v, M, pass), so that repeated
+  // calls with the same shapes (every layer, every step) do not re-predict.
+  using CostKey = std::tuple<int64_t, int64_t, int64_t, int>;
+  using Costs = std::pair<AlgorithmCost, AlgorithmCost>;  // flash, small_cache
+  bool find_costs(const CostKey& key, Costs& costs);
+  void store_costs(const CostKey& key, const Costs& costs);
+
  private:
   using FlashKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
   std::mutex mutex_;
   std::map<FlashKey, std::shared_ptr<const schedules::FlashMask>> flash_;
   std::shared_ptr<const schedules::SparseSmallCacheMask> small_cache_;
+  std::map<CostKey, Costs> costs_;
 };
 
 }  // namespace spattn::detail

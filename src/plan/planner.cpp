@@ -111,9 +111,17 @@ struct Costs {
 
 // Both algorithms' predictions at M; mask == nullptr is the dense (full) problem.
 Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, Pass pass) {
-  return {flash_cost(shape, mask, cache_words, pass),
-          mask == nullptr ? small_cache_cost(shape, cache_words, pass)
-                          : masked_small_cache_cost(shape, *mask, cache_words, pass)};
+  if (mask == nullptr) {
+    return {flash_cost(shape, nullptr, cache_words, pass), small_cache_cost(shape, cache_words, pass)};
+  }
+  // A mask's predictions walk its structure: cached in the mask per (d, d_v, M, pass).
+  const detail::MaskCache::CostKey key{shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass)};
+  detail::MaskCache::Costs cached;
+  if (mask->cache().find_costs(key, cached)) return {cached.first, cached.second};
+  const Costs costs{flash_cost(shape, mask, cache_words, pass),
+                    masked_small_cache_cost(shape, *mask, cache_words, pass)};
+  mask->cache().store_costs(key, {costs.flash, costs.small_cache});
+  return costs;
 }
 
 // flash minus small_cache predicted words at M (both must be feasible there).
