@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev      # JSON output
   libgtest-dev googletest # the test suite
   gnuplot-nox             # spattn run/sweep --plot, spattn patterns --png (optional at build time)
+  libopenblas-dev         # spattn_bench: the same-run sgemm roofline (optional at build time)
 )
 
 missing=()

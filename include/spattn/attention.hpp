@@ -30,6 +30,11 @@ struct AttentionOptions {
   std::optional<double> scale;   // default 1 / sqrt(head_dim)
   int64_t cache_words = 0;       // fast-memory size M in words; 0 = default_cache_words()
   io::Ledger* ledger = nullptr;  // when set, every word moved is counted into it
+  // Worker threads; 0 = std::thread::hardware_concurrency(). Each worker has its own fast memory
+  // of cache_words words (the model: M per core) and, when counting, its own ledger, merged into
+  // `ledger` at the end. Results are bit-identical for every thread count (each output tile is
+  // computed by one worker, in a fixed order of operations).
+  int threads = 0;
 };
 
 // The fast-memory size used when none is given: this machine's per-core L1 data cache in fp32

@@ -1,8 +1,12 @@
-// The public attention entry points: validate once, plan, then run each head's schedule.
+// The public attention entry points: validate once, plan, then run the heads' schedules on a team
+// of workers (src/cpu/workers.hpp): flash splits every head's tiles over the workers
+// (schedules/flash_heads.hpp), small_cache runs whole heads, one worker each.
 #include <spattn/attention.hpp>
 
 #include "api/mask_cache.hpp"
+#include "cpu/workers.hpp"
 #include "schedules/flash.hpp"
+#include "schedules/flash_heads.hpp"
 #include "schedules/flash_mask.hpp"
 #include "schedules/small_cache.hpp"
 #include "schedules/sparse_small_cache.hpp"
@@ -131,12 +135,13 @@ void check_mask(const char* where, const Mask& mask, const TensorView<const floa
   }
 }
 
-// Runs one head's schedule for the planned algorithm; a full mask takes the dense schedules, any
-// other the block-sparse flash or the density-adaptive small_cache.
+// Runs the heads' schedules for the planned algorithm; a full mask takes the dense schedules, any
+// other the block-sparse flash or the density-adaptive small_cache. Every worker has its own fast
+// memory of M words and, when counting, its own ledger, merged into the caller's at the end.
 class HeadRunner {
  public:
-  HeadRunner(const Plan& plan, const Mask& mask, int64_t cache_words, Pass pass)
-      : plan_(plan), mask_(mask), cache_words_(cache_words), pass_(pass) {
+  HeadRunner(const Plan& plan, const Mask& mask, int64_t cache_words, Pass pass, int threads)
+      : plan_(plan), mask_(mask), cache_words_(cache_words), pass_(pass), threads_(threads) {
     const schedules::HeadShape head{plan.shape.seqlen_q, plan.shape.seqlen_k, plan.shape.head_dim,
                                     plan.shape.head_dim_v};
     const bool sparse = !mask.is_full();
@@ -153,18 +158,37 @@ class HeadRunner {
   }
 
   template <typename Problem>
-  void run(const Problem& problem, io::Ledger* ledger) const {
+  void run(const std::vector<Problem>& heads, io::Ledger* ledger) const {
     constexpr bool forward = std::is_same_v<Problem, schedules::HeadForward>;
     const std::string name = std::string(algorithm_name(plan_.algorithm)) + (mask_.is_full() ? "" : " (sparse)") +
                              (forward ? " forward" : " backward");
-    io::FastMemory fast(cache_words_, ledger, name);
     if (plan_.algorithm == Algorithm::flash) {
+      const schedules::FlashTeam team{threads_, cache_words_, ledger, name};
       if constexpr (forward) {
-        schedules::flash_forward(fast, problem, flash_tiles_, flash_mask_.get());
+        schedules::flash_forward_heads(team, heads, flash_tiles_, flash_mask_.get());
       } else {
-        schedules::flash_backward(fast, problem, flash_tiles_, flash_mask_.get());
+        schedules::flash_backward_heads(team, heads, flash_tiles_, flash_mask_.get());
       }
-    } else if (sparse_mask_) {
+      return;
+    }
+    // small_cache: whole heads, worker w taking heads w, w + W, ...
+    const auto num_heads = static_cast<int64_t>(heads.size());
+    if (num_heads == 0) return;
+    const int workers = static_cast<int>(std::clamp<int64_t>(num_heads, 1, threads_));
+    cpu::WorkerMemories memories(workers, cache_words_, ledger, name);
+    cpu::run_workers(workers, [&](int worker) {
+      cpu::for_each_item(worker, workers, num_heads, [&](int64_t head) {
+        run_small_cache(memories[worker], heads[static_cast<size_t>(head)]);
+      });
+    });
+    memories.merge_ledgers();
+  }
+
+ private:
+  template <typename Problem>
+  void run_small_cache(io::FastMemory& fast, const Problem& problem) const {
+    constexpr bool forward = std::is_same_v<Problem, schedules::HeadForward>;
+    if (sparse_mask_) {
       if constexpr (forward) {
         schedules::sparse_small_cache_forward(fast, problem, *sparse_mask_, sparse_tiles_);
       } else {
@@ -179,11 +203,11 @@ class HeadRunner {
     }
   }
 
- private:
   const Plan& plan_;
   const Mask& mask_;
   int64_t cache_words_;
   Pass pass_;
+  int threads_;
   schedules::FlashTiles flash_tiles_;
   std::shared_ptr<const schedules::FlashMask> flash_mask_;
   schedules::SmallCacheTiles small_tiles_;
@@ -211,6 +235,7 @@ Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
   check_mask(where, mask, q, k);
   const double scale = resolve_scale(where, options, q.head_dim());
   const int64_t cache_words = resolve_cache(where, options);
+  const int threads = cpu::resolve_threads(where, options.threads);
   const Plan plan = make_plan(shape, mask, cache_words, Pass::forward, options.algorithm, q.batch() * q.heads());
 
   if (options.algorithm == Algorithm::reference) {
@@ -220,14 +245,16 @@ Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
     copy_out(result.lse, lse);
     return plan;
   }
-  const HeadRunner runner(plan, mask, cache_words, Pass::forward);
+  const HeadRunner runner(plan, mask, cache_words, Pass::forward, threads);
+  std::vector<schedules::HeadForward> heads;
+  heads.reserve(static_cast<size_t>(q.batch() * q.heads()));
   for (int64_t b = 0; b < q.batch(); ++b) {
     for (int64_t h = 0; h < q.heads(); ++h) {
-      runner.run(schedules::HeadForward{head_matrix(q, b, h), head_matrix(k, b, h), head_matrix(v, b, h),
-                                        head_matrix(o, b, h), head_matrix(lse, b, h), static_cast<float>(scale)},
-                 options.ledger);
+      heads.push_back({head_matrix(q, b, h), head_matrix(k, b, h), head_matrix(v, b, h),
+                       head_matrix(o, b, h), head_matrix(lse, b, h), static_cast<float>(scale)});
     }
   }
+  runner.run(heads, options.ledger);
   return plan;
 }
 
@@ -266,6 +293,7 @@ Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
   check_mask(where, mask, q, k);
   const double scale = resolve_scale(where, options, q.head_dim());
   const int64_t cache_words = resolve_cache(where, options);
+  const int threads = cpu::resolve_threads(where, options.threads);
   const Plan plan = make_plan(shape, mask, cache_words, Pass::backward, options.algorithm, q.batch() * q.heads());
 
   if (options.algorithm == Algorithm::reference) {
@@ -276,18 +304,23 @@ Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
     copy_out(result.dv, dv);
     return plan;
   }
-  const HeadRunner runner(plan, mask, cache_words, Pass::backward);
-  std::vector<float> delta(static_cast<size_t>(q.seqlen()));  // slow-memory scratch for D
+  const HeadRunner runner(plan, mask, cache_words, Pass::backward, threads);
+  const int64_t num_heads = q.batch() * q.heads();
+  // Slow-memory scratch for D, one column per head (the heads run at the same time).
+  std::vector<float> delta(static_cast<size_t>(num_heads * q.seqlen()));
+  std::vector<schedules::HeadBackward> heads;
+  heads.reserve(static_cast<size_t>(num_heads));
   for (int64_t b = 0; b < q.batch(); ++b) {
     for (int64_t h = 0; h < q.heads(); ++h) {
-      runner.run(schedules::HeadBackward{head_matrix(q, b, h), head_matrix(k, b, h), head_matrix(v, b, h),
-                                         head_matrix(o, b, h), head_matrix(lse, b, h), head_matrix(d_o, b, h),
-                                         SlowMatrix<float>::dense(delta.data(), q.seqlen(), 1),
-                                         head_matrix(dq, b, h), head_matrix(dk, b, h), head_matrix(dv, b, h),
-                                         static_cast<float>(scale)},
-                 options.ledger);
+      float* head_delta = delta.data() + static_cast<size_t>(heads.size()) * static_cast<size_t>(q.seqlen());
+      heads.push_back({head_matrix(q, b, h), head_matrix(k, b, h), head_matrix(v, b, h),
+                       head_matrix(o, b, h), head_matrix(lse, b, h), head_matrix(d_o, b, h),
+                       SlowMatrix<float>::dense(head_delta, q.seqlen(), 1),
+                       head_matrix(dq, b, h), head_matrix(dk, b, h), head_matrix(dv, b, h),
+                       static_cast<float>(scale)});
     }
   }
+  runner.run(heads, options.ledger);
   return plan;
 }
 

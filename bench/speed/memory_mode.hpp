@@ -1,0 +1,22 @@
+// spattn_bench --memory: fwd+bwd at long sequences over a sliding window, reporting the process's
+// peak resident set (getrusage ru_maxrss). The cases run in increasing n in one process, so each
+// peak is the largest so far: the largest case's own peak.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+namespace spattn::bench {
+
+struct MemorySettings {
+  std::vector<int64_t> seqlens = {65536, 131072};
+  int64_t head_dim = 64;
+  int64_t window = 256;
+  int threads = 0;
+  int64_t cache_words = 0;
+};
+
+void run_memory_mode(std::ostream& out, const MemorySettings& settings);
+
+}  // namespace spattn::bench

@@ -1,0 +1,155 @@
+#include "speed_cases.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace spattn::bench {
+
+const std::vector<MaskChoice>& standard_masks() {
+  static const std::vector<MaskChoice> masks = {
+      {"full", "full"},
+      {"causal", "causal"},
+      {"window", "sliding_window:w=128"},
+      {"bigbird", "bigbird"},
+      {"documents", "documents:num_docs=8"},
+      {"random", "random:p=0.05"},
+      {"random_blocks", "random_blocks:p=0.1"},
+  };
+  return masks;
+}
+
+MaskChoice parse_mask_choice(const std::string& text) {
+  for (const MaskChoice& choice : standard_masks()) {
+    if (choice.name == text) return choice;
+  }
+  return {text, text};
+}
+
+int resolved_threads(int threads) {
+  if (threads > 0) return threads;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+namespace {
+
+std::vector<float> uniform_values(size_t count, uint64_t seed) {
+  std::vector<float> values(count);
+  uint64_t state = seed;
+  for (float& value : values) {  // splitmix64: the same inputs on every platform
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    value = static_cast<float>(static_cast<double>(z >> 40) / 8388608.0 - 1.0);
+  }
+  return values;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+SpeedProblem::SpeedProblem(int64_t heads, int64_t seqlen, int64_t head_dim, uint64_t seed)
+    : heads_(heads), seqlen_(seqlen), head_dim_(head_dim) {
+  const auto size = static_cast<size_t>(heads * seqlen * head_dim);
+  q_ = uniform_values(size, seed);
+  k_ = uniform_values(size, seed + 1);
+  v_ = uniform_values(size, seed + 2);
+  d_o_ = uniform_values(size, seed + 3);
+  o_.assign(size, 0.0f);
+  dq_.assign(size, 0.0f);
+  dk_.assign(size, 0.0f);
+  dv_.assign(size, 0.0f);
+  lse_.assign(static_cast<size_t>(heads * seqlen), 0.0f);
+}
+
+TensorView<const float> SpeedProblem::in(const std::vector<float>& x) const {
+  const int64_t last = static_cast<int64_t>(x.size()) / (heads_ * std::max<int64_t>(seqlen_, 1));
+  return TensorView<const float>::contiguous(x.data(), 1, heads_, seqlen_, last);
+}
+
+TensorView<float> SpeedProblem::out(std::vector<float>& x, int64_t last) {
+  return TensorView<float>::contiguous(x.data(), 1, heads_, seqlen_, last);
+}
+
+Plan SpeedProblem::forward(const Mask& mask, const AttentionOptions& options) {
+  return attention_forward(in(q_), in(k_), in(v_), out(o_, head_dim_), out(lse_, 1), mask, options);
+}
+
+Plan SpeedProblem::backward(const Mask& mask, const AttentionOptions& options) {
+  return attention_backward(in(q_), in(k_), in(v_), in(o_), in(lse_), in(d_o_), out(dq_, head_dim_),
+                            out(dk_, head_dim_), out(dv_, head_dim_), mask, options);
+}
+
+double CaseResult::forward_gflops() const {
+  return 4.0 * static_cast<double>(nnz) * static_cast<double>(head_dim * heads) / forward_s * 1e-9;
+}
+double CaseResult::backward_gflops() const {
+  return 10.0 * static_cast<double>(nnz) * static_cast<double>(head_dim * heads) / backward_s * 1e-9;
+}
+double CaseResult::both_gflops() const {
+  return 14.0 * static_cast<double>(nnz) * static_cast<double>(head_dim * heads) / both_s * 1e-9;
+}
+
+CaseResult run_case(const MaskChoice& choice, const Mask& mask, SpeedProblem& problem,
+                    Algorithm algorithm, const RunSettings& settings) {
+  AttentionOptions options;
+  options.algorithm = algorithm;
+  options.cache_words = settings.cache_words;
+  options.threads = settings.threads;
+
+  CaseResult result;
+  result.mask = choice.name;
+  result.seqlen = problem.seqlen();
+  result.head_dim = problem.head_dim();
+  result.heads = settings.heads;
+  result.threads = resolved_threads(settings.threads);
+  result.nnz = mask.nnz();
+  result.density = mask.density();
+  result.requested = algorithm;
+
+  // Warm-up: builds the mask's cached schedule structures and pages the buffers in.
+  result.forward_ran = problem.forward(mask, options).algorithm;
+  result.backward_ran = problem.backward(mask, options).algorithm;
+
+  std::vector<double> forward, backward, both;
+  const auto case_start = std::chrono::steady_clock::now();
+  for (int r = 0; r < std::max(settings.repetitions, 1); ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    problem.forward(mask, options);
+    const double forward_s = seconds_since(start);
+    problem.backward(mask, options);
+    const double both_s = seconds_since(start);
+    forward.push_back(forward_s);
+    backward.push_back(both_s - forward_s);
+    both.push_back(both_s);
+    if (seconds_since(case_start) > settings.max_seconds) break;
+  }
+  result.repetitions = static_cast<int>(both.size());
+  // The planner's share: what the API spends choosing before it runs (measured apart).
+  const bounds::DenseShape shape{problem.seqlen(), problem.seqlen(), problem.head_dim(), problem.head_dim()};
+  const int64_t cache_words = settings.cache_words == 0 ? default_cache_words() : settings.cache_words;
+  std::vector<double> plans;
+  for (int r = 0; r < 3; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    plan_attention(shape, mask, cache_words, Pass::forward, algorithm, settings.heads);
+    plan_attention(shape, mask, cache_words, Pass::backward, algorithm, settings.heads);
+    plans.push_back(seconds_since(start));
+  }
+  result.plan_s = median(plans);
+  result.forward_s = median(forward);
+  result.backward_s = median(backward);
+  result.both_s = median(both);
+  return result;
+}
+
+}  // namespace spattn::bench

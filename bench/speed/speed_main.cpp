@@ -1,0 +1,147 @@
+// spattn_bench: how fast the native schedules run, next to this machine's sgemm (docs/results.md).
+//
+//   spattn_bench                               the full table: 7 masks x n {1024, 4096, 16384}
+//                                              x d {64, 128} x {flash, small_cache, auto}
+//                                              (small_cache up to n 4096: --small-cache-max-n)
+//   spattn_bench --n 4096 --d 64 --masks full,window --algorithms flash --threads 2
+//   spattn_bench --csv results.csv             also write the rows as CSV
+//   spattn_bench --memory                      peak RSS of fwd+bwd at n 65536 and 131072, window 256
+#include "memory_mode.hpp"
+#include "roofline.hpp"
+#include "speed_cases.hpp"
+#include "speed_report.hpp"
+
+#include <spattn/mask.hpp>
+#include <spattn/version.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <thread>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace spattn;
+using namespace spattn::bench;
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%d", std::gmtime(&now));
+  return buffer;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"spattn_bench: speed of the native attention schedules, with the sgemm roofline"};
+  std::vector<int64_t> seqlens = {1024, 4096, 16384};
+  std::vector<int64_t> head_dims = {64, 128};
+  std::vector<std::string> mask_names;
+  for (const MaskChoice& choice : standard_masks()) mask_names.push_back(choice.name);
+  std::vector<std::string> algorithm_names = {"flash", "small_cache", "auto"};
+  RunSettings settings;
+  std::string csv_path;
+  bool memory = false;
+  MemorySettings memory_settings;
+  int sgemm_size = 2048;
+  int64_t small_cache_max_n = 4096;
+  bool no_sgemm = false;
+  app.add_option("--n", seqlens, "sequence lengths (seqlen_q = seqlen_k)")->delimiter(',');
+  app.add_option("--d", head_dims, "head dims")->delimiter(',');
+  app.add_option("--masks", mask_names,
+                 "masks: full, causal, window, bigbird, documents, random, random_blocks, or any "
+                 "PATTERN-SPEC")->delimiter(',');
+  app.add_option("--algorithms", algorithm_names, "flash, small_cache, auto")->delimiter(',');
+  app.add_option("--threads", settings.threads, "worker threads (0 = hardware concurrency)");
+  app.add_option("--reps", settings.repetitions, "timed repetitions per case (median reported)");
+  app.add_option("--max-seconds", settings.max_seconds, "stop repeating a case after this long");
+  app.add_option("--cache-words", settings.cache_words, "fast-memory size M (0 = this machine's L1d)");
+  app.add_option("--heads", settings.heads, "heads (batch 1)");
+  app.add_option("--csv", csv_path, "also write the rows to this CSV file");
+  app.add_option("--sgemm-size", sgemm_size, "size of the roofline sgemm (n x n x n)");
+  app.add_flag("--no-sgemm", no_sgemm, "skip the sgemm roofline");
+  app.add_option("--small-cache-max-n", small_cache_max_n,
+                 "skip small_cache above this n (it materializes n x n intermediates for a full mask)");
+  app.add_flag("--memory", memory, "peak RSS of flash fwd+bwd over a sliding window at long n");
+  app.add_option("--memory-n", memory_settings.seqlens, "sequence lengths of --memory")->delimiter(',');
+  app.add_option("--memory-window", memory_settings.window, "window half-width of --memory");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const int threads = resolved_threads(settings.threads);
+    std::cout << "spattn_bench " << version() << " | " << cpu_model() << " | "
+              << std::thread::hardware_concurrency() << " hardware threads | " << today() << "\n"
+              << "threads " << threads << ", M = "
+              << (settings.cache_words == 0 ? default_cache_words() : settings.cache_words)
+              << " words, heads " << settings.heads << "\n";
+    if (memory) {
+      memory_settings.threads = settings.threads;
+      memory_settings.cache_words = settings.cache_words;
+      run_memory_mode(std::cout, memory_settings);
+      return 0;
+    }
+
+    std::optional<Roofline> roofline;
+    if (!no_sgemm) {
+      roofline = measure_sgemm(sgemm_size, 3, threads);
+      if (roofline) {
+        std::printf("sgemm (OpenBLAS) %d^3 on %d threads: %.1f GFLOP/s (best of 3: %.1f ms)\n",
+                    roofline->size, threads, roofline->gflops, 1e3 * roofline->seconds);
+      } else {
+        std::cout << "sgemm roofline: missing (built without OpenBLAS; install libopenblas-dev)\n";
+      }
+    }
+    std::cout << "GFLOP/s count attended pairs only: forward 4 |Omega| d, backward 10 |Omega| d\n\n";
+
+    std::vector<Algorithm> algorithms;
+    for (const std::string& name : algorithm_names) algorithms.push_back(parse_algorithm(name));
+    std::vector<CaseResult> results;
+    print_table_header(std::cout, roofline);
+    for (const int64_t n : seqlens) {
+      for (const std::string& name : mask_names) {
+        const MaskChoice choice = parse_mask_choice(name);
+        const Mask mask = Mask::from_spec(choice.spec, n, n);
+        for (const int64_t d : head_dims) {
+          SpeedProblem problem(settings.heads, n, d, 1);
+          for (const Algorithm algorithm : algorithms) {
+            if (algorithm == Algorithm::small_cache && n > small_cache_max_n) {
+              std::printf("%-14s %6lld %4lld %-22s skipped (n > --small-cache-max-n %lld)\n", choice.name.c_str(),
+                          static_cast<long long>(n), static_cast<long long>(d), "small_cache",
+                          static_cast<long long>(small_cache_max_n));
+              continue;
+            }
+            results.push_back(run_case(choice, mask, problem, algorithm, settings));
+            print_table_row(std::cout, results.back(), roofline);
+          }
+        }
+      }
+    }
+    print_targets(std::cout, results, roofline);
+    if (!csv_path.empty()) write_csv(csv_path, results, roofline);
+  } catch (const std::exception& error) {
+    std::cerr << "spattn_bench: " << error.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,151 @@
+#include "speed_report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+namespace spattn::bench {
+
+namespace {
+
+std::string format(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, pattern, value);
+  return buffer;
+}
+
+const CaseResult* find(const std::vector<CaseResult>& results, const std::string& mask, int64_t n,
+                       int64_t d, Algorithm algorithm) {
+  for (const CaseResult& r : results) {
+    if (r.mask == mask && r.seqlen == n && r.head_dim == d && r.requested == algorithm) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string algorithm_label(const CaseResult& r) {
+  if (r.requested != Algorithm::automatic) return algorithm_name(r.requested);
+  std::string label = std::string("auto>") + algorithm_name(r.forward_ran);
+  if (r.backward_ran != r.forward_ran) label += std::string("/") + algorithm_name(r.backward_ran);
+  return label;
+}
+
+void print_table_header(std::ostream& out, const std::optional<Roofline>& roofline) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%-14s %6s %4s %-22s %8s %10s %10s %10s %8s %8s %8s %7s %8s %4s\n",
+                "mask", "n", "d", "algorithm", "density", "fwd ms", "bwd ms", "f+b ms", "fwd GF/s",
+                "bwd GF/s", "f+b GF/s", roofline ? "%sgemm" : "", "plan ms", "reps");
+  out << line;
+}
+
+void print_table_row(std::ostream& out, const CaseResult& r, const std::optional<Roofline>& roofline) {
+  char line[256];
+  const std::string share = roofline ? format("%.1f", 100.0 * r.both_gflops() / roofline->gflops) : "";
+  std::snprintf(line, sizeof line,
+                "%-14s %6lld %4lld %-22s %8.4f %10.2f %10.2f %10.2f %8.2f %8.2f %8.2f %7s %8.2f %4d\n",
+                r.mask.c_str(), static_cast<long long>(r.seqlen), static_cast<long long>(r.head_dim),
+                algorithm_label(r).c_str(), r.density, 1e3 * r.forward_s, 1e3 * r.backward_s,
+                1e3 * r.both_s, r.forward_gflops(), r.backward_gflops(), r.both_gflops(),
+                share.c_str(), 1e3 * r.plan_s, r.repetitions);
+  out << line;
+  out.flush();
+}
+
+void write_csv(const std::string& path, const std::vector<CaseResult>& results,
+               const std::optional<Roofline>& roofline) {
+  std::ofstream csv(path);
+  csv << "mask,seqlen,head_dim,heads,threads,algorithm,forward_ran,backward_ran,density,nnz,"
+         "forward_ms,backward_ms,both_ms,forward_gflops,backward_gflops,both_gflops,"
+         "sgemm_gflops,plan_ms,repetitions\n";
+  for (const CaseResult& r : results) {
+    csv << r.mask << ',' << r.seqlen << ',' << r.head_dim << ',' << r.heads << ',' << r.threads << ','
+        << algorithm_name(r.requested) << ',' << algorithm_name(r.forward_ran) << ','
+        << algorithm_name(r.backward_ran) << ',' << r.density << ',' << r.nnz << ','
+        << 1e3 * r.forward_s << ',' << 1e3 * r.backward_s << ',' << 1e3 * r.both_s << ','
+        << r.forward_gflops() << ',' << r.backward_gflops() << ',' << r.both_gflops() << ','
+        << (roofline ? roofline->gflops : 0.0) << ',' << 1e3 * r.plan_s << ',' << r.repetitions << '\n';
+  }
+  if (!csv) throw std::runtime_error("spattn_bench: cannot write " + path);
+}
+
+void print_targets(std::ostream& out, const std::vector<CaseResult>& results,
+                   const std::optional<Roofline>& roofline) {
+  char line[320];
+  out << "\nTargets (reported, not asserted):\n";
+  // 1. Full mask, n 4096, d 64: fwd+bwd >= 30% of sgemm.
+  for (Algorithm algorithm : {Algorithm::flash, Algorithm::automatic}) {
+    const CaseResult* full = find(results, "full", 4096, 64, algorithm);
+    if (full == nullptr) continue;
+    if (!roofline) {
+      out << "  full n 4096 d 64: no sgemm roofline in this run\n";
+      break;
+    }
+    const double share = full->both_gflops() / roofline->gflops;
+    std::snprintf(line, sizeof line,
+                  "  full n 4096 d 64 %-10s fwd+bwd %.2f GFLOP/s = %.1f%% of sgemm %.1f GFLOP/s "
+                  "(%d threads; target >= 30%%): %s\n",
+                  algorithm_label(*full).c_str(), full->both_gflops(), 100.0 * share, roofline->gflops,
+                  full->threads, share >= 0.30 ? "met" : "NOT met");
+    out << line;
+  }
+  // 2. Sliding window w = 128 at n 4096: time <= 1.3 x full time x density.
+  for (int64_t d : {int64_t{64}, int64_t{128}}) {
+    for (Algorithm algorithm : {Algorithm::flash, Algorithm::automatic}) {
+      const CaseResult* window = find(results, "window", 4096, d, algorithm);
+      const CaseResult* full = find(results, "full", 4096, d, algorithm);
+      if (window == nullptr || full == nullptr) continue;
+      for (const auto& [pass, w, f] :
+           {std::tuple<const char*, double, double>{"fwd", window->forward_s, full->forward_s},
+            {"bwd", window->backward_s, full->backward_s},
+            {"fwd+bwd", window->both_s, full->both_s}}) {
+        const double ratio = w / (f * window->density);
+        std::snprintf(line, sizeof line,
+                      "  window w 128 n 4096 d %-3lld %-10s %-7s %.2f ms vs full %.2f ms x density "
+                      "%.4f: %.2fx (target <= 1.3x): %s\n",
+                      static_cast<long long>(d), algorithm_label(*window).c_str(), pass, 1e3 * w,
+                      1e3 * f, window->density, ratio, ratio <= 1.3 ? "met" : "NOT met");
+        out << line;
+      }
+    }
+  }
+  // 3. Auto within 10% of the faster of flash and small_cache.
+  int compared = 0, violations = 0;
+  double worst = 0.0;
+  for (const CaseResult& a : results) {
+    if (a.requested != Algorithm::automatic) continue;
+    const CaseResult* flash = find(results, a.mask, a.seqlen, a.head_dim, Algorithm::flash);
+    const CaseResult* small = find(results, a.mask, a.seqlen, a.head_dim, Algorithm::small_cache);
+    if (flash == nullptr || small == nullptr) continue;
+    for (const auto& [pass, t_auto, t_flash, t_small] :
+         {std::tuple<const char*, double, double, double>{"fwd", a.forward_s, flash->forward_s, small->forward_s},
+          {"bwd", a.backward_s, flash->backward_s, small->backward_s},
+          {"fwd+bwd", a.both_s, flash->both_s, small->both_s}}) {
+      ++compared;
+      const double ratio = t_auto / std::min(t_flash, t_small);
+      worst = std::max(worst, ratio);
+      if (ratio > 1.10) {
+        ++violations;
+        std::snprintf(line, sizeof line,
+                      "  auto slower: %s n %lld d %lld %s: %s %.2f ms, flash %.2f ms, small_cache "
+                      "%.2f ms (%.2fx)\n",
+                      a.mask.c_str(), static_cast<long long>(a.seqlen),
+                      static_cast<long long>(a.head_dim), pass, algorithm_label(a).c_str(),
+                      1e3 * t_auto, 1e3 * t_flash, 1e3 * t_small, ratio);
+        out << line;
+      }
+    }
+  }
+  if (compared > 0) {
+    std::snprintf(line, sizeof line,
+                  "  auto vs the faster of flash and small_cache: %d comparisons, worst %.2fx, %d "
+                  "above 1.10x (target: none): %s\n",
+                  compared, worst, violations, violations == 0 ? "met" : "NOT met");
+    out << line;
+  }
+}
+
+}  // namespace spattn::bench

@@ -1,0 +1,53 @@
+// Native execution on several cores: a team of worker threads over independent work, each worker
+// with its own fast memory of M words (the I/O model's "M per core") and, when counting, its own
+// ledger, merged into the caller's at the end.
+//
+// Work is split statically (round-robin by item index), never by who finishes first, so which
+// worker computes an output tile never changes its order of operations: results are bit-identical
+// for every thread count and across runs.
+#pragma once
+
+#include <spattn/io.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spattn::cpu {
+
+// The thread count `requested` stands for: itself when positive, else
+// std::thread::hardware_concurrency() (at least 1). Throws InvalidArgument (naming `where`) when
+// negative.
+int resolve_threads(const char* where, int requested);
+
+// Runs body(worker) for worker = 0 .. workers - 1, worker 0 on the calling thread and the others
+// on threads of their own; returns when all have finished. If any throw, rethrows the exception of
+// the lowest-numbered worker that threw (after all have stopped).
+void run_workers(int workers, const std::function<void(int)>& body);
+
+// The items of `worker` among `workers`: item = worker, worker + workers, ... < num_items.
+template <typename Body>
+void for_each_item(int worker, int workers, int64_t num_items, Body&& body) {
+  for (int64_t item = worker; item < num_items; item += workers) body(item);
+}
+
+// One fast memory per worker, all of capacity cache_words, each counting into a ledger of its own
+// when `ledger` is set (native mode otherwise).
+class WorkerMemories {
+ public:
+  WorkerMemories(int workers, int64_t cache_words, io::Ledger* ledger, const std::string& schedule);
+  int size() const { return static_cast<int>(memories_.size()); }
+  io::FastMemory& operator[](int worker) { return *memories_[static_cast<size_t>(worker)]; }
+  // Adds every worker's counts to the caller's ledger (reads and writes summed, the peak resident
+  // words the largest worker's: each worker's fast memory is separate). Nothing when native.
+  void merge_ledgers();
+
+ private:
+  io::Ledger* ledger_;
+  std::vector<std::unique_ptr<io::Ledger>> ledgers_;
+  std::vector<std::unique_ptr<io::FastMemory>> memories_;
+};
+
+}  // namespace spattn::cpu

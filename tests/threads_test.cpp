@@ -1,0 +1,308 @@
+// Native execution on several threads (AttentionOptions::threads): identical bits for every
+// thread count and across runs, counted == predicted with the workers' ledgers merged, agreement
+// with the fp64 reference, and the argument checks.
+#include <spattn/attention.hpp>
+#include <spattn/reference.hpp>
+
+#include "schedules/flash_heads.hpp"
+#include "support/compare.hpp"
+
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using spattn::Algorithm;
+using spattn::AttentionOptions;
+using spattn::Mask;
+using spattn::TensorView;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::vector<float> random_values(size_t count, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& value : values) value = uniform(rng);
+  return values;
+}
+
+// One problem of batch x heads heads, n x n, head_dim d, and its outputs.
+struct Problem {
+  int64_t batch, heads, n, d;
+  std::vector<float> q, k, v, d_o;
+  std::vector<float> o, lse, dq, dk, dv;
+
+  Problem(int64_t batch_, int64_t heads_, int64_t n_, int64_t d_)
+      : batch(batch_), heads(heads_), n(n_), d(d_) {
+    const auto size = static_cast<size_t>(batch * heads * n * d);
+    q = random_values(size, 11);
+    k = random_values(size, 12);
+    v = random_values(size, 13);
+    d_o = random_values(size, 14);
+  }
+  TensorView<const float> in(const std::vector<float>& x, int64_t last) const {
+    return TensorView<const float>::contiguous(x.data(), batch, heads, n, last);
+  }
+  TensorView<float> out(std::vector<float>& x, int64_t last) const {
+    return TensorView<float>::contiguous(x.data(), batch, heads, n, last);
+  }
+  // Forward then backward with `options`; returns the two plans.
+  std::pair<spattn::Plan, spattn::Plan> run(const Mask& mask, const AttentionOptions& forward_options,
+                                            const AttentionOptions& backward_options) {
+    const auto size = static_cast<size_t>(batch * heads * n * d);
+    // Poisoned outputs: every entry must be written.
+    o.assign(size, std::nanf(""));
+    lse.assign(static_cast<size_t>(batch * heads * n), std::nanf(""));
+    dq.assign(size, std::nanf(""));
+    dk.assign(size, std::nanf(""));
+    dv.assign(size, std::nanf(""));
+    const auto forward = spattn::attention_forward(in(q, d), in(k, d), in(v, d), out(o, d), out(lse, 1), mask,
+                                                   forward_options);
+    const auto backward = spattn::attention_backward(in(q, d), in(k, d), in(v, d), in(o, d), in(lse, 1), in(d_o, d),
+                                                     out(dq, d), out(dk, d), out(dv, d), mask, backward_options);
+    return {forward, backward};
+  }
+  std::pair<spattn::Plan, spattn::Plan> run(const Mask& mask, const AttentionOptions& options) {
+    return run(mask, options, options);
+  }
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_same_bits(const Problem& a, const Problem& b) {
+  EXPECT_TRUE(same_bits(a.o, b.o));
+  EXPECT_TRUE(same_bits(a.lse, b.lse));
+  EXPECT_TRUE(same_bits(a.dq, b.dq));
+  EXPECT_TRUE(same_bits(a.dk, b.dk));
+  EXPECT_TRUE(same_bits(a.dv, b.dv));
+}
+
+const std::vector<std::string>& mask_specs() {
+  static const std::vector<std::string> specs = {
+      "full",
+      "causal",
+      "sliding_window:w=9",
+      "documents:lengths=30/0/40/27,causal=1",
+      "random:p=0.1,seed=4",
+  };
+  return specs;
+}
+
+std::string describe(const std::string& spec, Algorithm algorithm, int threads) {
+  return spec + " " + spattn::algorithm_name(algorithm) + " threads " + std::to_string(threads);
+}
+
+}  // namespace
+
+TEST(Threads, EveryThreadCountGivesTheSameBitsAsOneThread) {
+  // 97 rows at M = 1500 and head_dim 20 make several outer tiles per head, so 2 and 3 threads
+  // really split the tiles (and 2 x 3 heads); head_dim 20 is not a multiple of any vector width.
+  for (const std::string& spec : mask_specs()) {
+    const Mask mask = Mask::from_spec(spec, 97, 97);
+    for (Algorithm algorithm : {Algorithm::flash, Algorithm::small_cache, Algorithm::automatic}) {
+      Problem one(2, 3, 97, 20);
+      AttentionOptions options;
+      options.algorithm = algorithm;
+      options.cache_words = 1500;
+      options.threads = 1;
+      one.run(mask, options);
+      for (int threads : {2, 3, 1, 2}) {  // 1 and 2 twice: the same bits again on a second run
+        SCOPED_TRACE(describe(spec, algorithm, threads));
+        Problem many(2, 3, 97, 20);
+        options.threads = threads;
+        many.run(mask, options);
+        expect_same_bits(one, many);
+      }
+    }
+  }
+}
+
+TEST(Threads, OneHeadWithManyTilesGivesTheSameBits) {
+  // One head: only the tiles can be split.
+  const Mask window = Mask::from_spec("sliding_window:w=17", 257, 257);
+  const Mask full = Mask::full(257, 257);
+  for (const Mask* mask : {&full, &window}) {
+    Problem one(1, 1, 257, 16);
+    AttentionOptions options;
+    options.algorithm = Algorithm::flash;
+    options.cache_words = 2000;
+    options.threads = 1;
+    one.run(*mask, options);
+    Problem two(1, 1, 257, 16), three(1, 1, 257, 16);
+    options.threads = 2;
+    two.run(*mask, options);
+    options.threads = 3;
+    three.run(*mask, options);
+    expect_same_bits(one, two);
+    expect_same_bits(one, three);
+    EXPECT_GT(spattn::testing::max_abs(std::vector<double>(one.dk.begin(), one.dk.end())), 1e-3);
+  }
+}
+
+TEST(Threads, CountedEqualsPredictedWhenTheWorkersLedgersAreMerged) {
+  for (const std::string& spec : mask_specs()) {
+    const Mask mask = Mask::from_spec(spec, 97, 97);
+    for (Algorithm algorithm : {Algorithm::flash, Algorithm::small_cache}) {
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(describe(spec, algorithm, threads));
+        Problem p(2, 2, 97, 12);
+        AttentionOptions forward_options, backward_options;
+        spattn::io::Ledger forward_ledger, backward_ledger;
+        forward_options.algorithm = backward_options.algorithm = algorithm;
+        forward_options.cache_words = backward_options.cache_words = 700;
+        forward_options.threads = backward_options.threads = threads;
+        forward_options.ledger = &forward_ledger;
+        backward_options.ledger = &backward_ledger;
+        const auto [forward_plan, backward_plan] = p.run(mask, forward_options, backward_options);
+        EXPECT_EQ(forward_ledger.reads(), forward_plan.reads);
+        EXPECT_EQ(forward_ledger.writes(), forward_plan.writes);
+        EXPECT_EQ(backward_ledger.reads(), backward_plan.reads);
+        EXPECT_EQ(backward_ledger.writes(), backward_plan.writes);
+        EXPECT_GT(backward_ledger.reads(), 0);
+        // Each worker's fast memory is its own: the peak is one worker's, within M.
+        EXPECT_LE(forward_ledger.peak_resident(), 700);
+        EXPECT_LE(backward_ledger.peak_resident(), 700);
+        EXPECT_GT(backward_ledger.peak_resident(), 0);
+      }
+    }
+  }
+}
+
+TEST(Threads, CountedRunsOnThreeThreadsGiveTheBitsOfNativeRunsOnTwo) {
+  const Mask mask = Mask::from_spec("causal", 97, 97);
+  Problem counted(1, 2, 97, 20), native(1, 2, 97, 20);
+  AttentionOptions options;
+  options.algorithm = Algorithm::flash;
+  options.cache_words = 1500;
+  spattn::io::Ledger ledger;
+  options.ledger = &ledger;
+  options.threads = 3;
+  counted.run(mask, options);
+  options.ledger = nullptr;
+  options.threads = 2;
+  native.run(mask, options);
+  expect_same_bits(counted, native);
+}
+
+TEST(Threads, ResultsMatchTheReferenceOnSeveralThreads) {
+  const int64_t n = 97, d = 20, heads = 3;
+  for (const std::string& spec : mask_specs()) {
+    SCOPED_TRACE(spec);
+    const Mask mask = Mask::from_spec(spec, n, n);
+    Problem p(1, heads, n, d);
+    AttentionOptions options;
+    options.algorithm = Algorithm::flash;
+    options.cache_words = 1500;
+    options.threads = 3;
+    p.run(mask, options);
+    auto wide = [&](const std::vector<float>& x) {
+      return std::vector<double>(x.begin(), x.end());
+    };
+    const auto qd = wide(p.q), kd = wide(p.k), vd = wide(p.v), dod = wide(p.d_o);
+    auto view = [&](const std::vector<double>& x) {
+      return TensorView<const double>::contiguous(x.data(), 1, heads, n, d);
+    };
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    const auto forward = spattn::reference::forward<int64_t>(view(qd), view(kd), view(vd), {mask.csr()}, scale);
+    const auto backward =
+        spattn::reference::backward<int64_t>(view(qd), view(kd), view(vd), view(dod), {mask.csr()}, scale);
+    const double tolerance = spattn::testing::fp32_tolerance(d + n, 1.0);
+    EXPECT_LE(spattn::testing::max_abs_error(p.o, forward.o), tolerance);
+    EXPECT_LE(spattn::testing::max_abs_error(p.lse, forward.lse), tolerance);
+    EXPECT_LE(spattn::testing::max_abs_error(p.dq, backward.dq), tolerance);
+    EXPECT_LE(spattn::testing::max_abs_error(p.dk, backward.dk), tolerance);
+    EXPECT_LE(spattn::testing::max_abs_error(p.dv, backward.dv), tolerance);
+  }
+}
+
+TEST(Threads, MoreThreadsThanTilesOrHeadsAndTheDefaultCount) {
+  const Mask mask = Mask::from_spec("causal", 5, 5);
+  Problem one(1, 1, 5, 3), sixteen(1, 1, 5, 3), hardware(1, 1, 5, 3);
+  AttentionOptions options;
+  options.algorithm = Algorithm::flash;
+  options.threads = 1;
+  one.run(mask, options);
+  options.threads = 16;
+  sixteen.run(mask, options);
+  options.threads = 0;  // std::thread::hardware_concurrency()
+  hardware.run(mask, options);
+  expect_same_bits(one, sixteen);
+  expect_same_bits(one, hardware);
+  EXPECT_NE(one.o[0], 0.0f);
+}
+
+TEST(Threads, EmptyShapesRunOnSeveralThreads) {
+  for (int64_t n : {int64_t{0}, int64_t{1}}) {
+    Problem p(2, 2, n, 4);
+    AttentionOptions options;
+    options.algorithm = Algorithm::flash;
+    options.threads = 3;
+    p.run(Mask::full(n, n), options);
+    // One key: P = 1 and dS = dP - D = 0 up to rounding; every output written (no NaN left).
+    for (float value : p.dq) EXPECT_LE(std::fabs(value), 1e-5f);
+    for (float value : p.dv) EXPECT_TRUE(std::isfinite(value));
+    EXPECT_EQ(p.o, p.v);
+  }
+  Problem no_heads(0, 3, 9, 4);
+  AttentionOptions options;
+  options.threads = 2;
+  no_heads.run(Mask::full(9, 9), options);
+  EXPECT_TRUE(no_heads.o.empty());
+}
+
+TEST(Threads, NegativeThreadCountsAreRefusedBeforeAnythingIsWritten) {
+  Problem p(1, 1, 6, 4);
+  p.o.assign(24, 7.0f);
+  p.lse.assign(6, 7.0f);
+  AttentionOptions options;
+  options.threads = -1;
+  try {
+    spattn::attention_forward(p.in(p.q, 4), p.in(p.k, 4), p.in(p.v, 4), p.out(p.o, 4), p.out(p.lse, 1), options);
+    FAIL() << "expected an error";
+  } catch (const spattn::InvalidArgument& error) {
+    EXPECT_THAT(error.what(), HasSubstr("attention_forward: threads = -1 must be >= 0"));
+  }
+  EXPECT_EQ(p.o, std::vector<float>(24, 7.0f));
+  try {
+    p.dq.assign(24, 0.0f);
+    p.dk.assign(24, 0.0f);
+    p.dv.assign(24, 0.0f);
+    spattn::attention_backward(p.in(p.q, 4), p.in(p.k, 4), p.in(p.v, 4), p.in(p.o, 4), p.in(p.lse, 1),
+                               p.in(p.d_o, 4), p.out(p.dq, 4), p.out(p.dk, 4), p.out(p.dv, 4), options);
+    FAIL() << "expected an error";
+  } catch (const spattn::InvalidArgument& error) {
+    EXPECT_THAT(error.what(), HasSubstr("attention_backward: threads = -1 must be >= 0"));
+  }
+}
+
+TEST(Threads, FlashHeadsOfDifferentShapesAreRefused) {
+  using namespace spattn::schedules;
+  std::vector<float> a(8 * 4, 0.5f), b(6 * 4, 0.5f), o(8 * 4), lse(8), o2(6 * 4), lse2(6);
+  auto view = [](std::vector<float>& x, int64_t rows, int64_t cols) {
+    return spattn::io::SlowMatrix<float>::dense(x.data(), rows, cols);
+  };
+  auto in = [](const std::vector<float>& x, int64_t rows, int64_t cols) {
+    return spattn::io::SlowMatrix<const float>::dense(x.data(), rows, cols);
+  };
+  const std::vector<HeadForward> heads = {
+      {in(a, 8, 4), in(a, 8, 4), in(a, 8, 4), view(o, 8, 4), view(lse, 8, 1), 0.5f},
+      {in(b, 6, 4), in(b, 6, 4), in(b, 6, 4), view(o2, 6, 4), view(lse2, 6, 1), 0.5f},
+  };
+  FlashTeam team;
+  team.threads = 2;
+  team.cache_words = 1000;
+  try {
+    flash_forward_heads(team, heads, FlashTiles{4, 2, 0, 0});
+    FAIL() << "expected an error";
+  } catch (const spattn::InvalidArgument& error) {
+    EXPECT_THAT(error.what(), HasSubstr("flash forward: heads differ in shape (6 x 6 x 4 x 4 vs 8 x 8 x 4 x 4)"));
+  }
+}
