@@ -2,10 +2,18 @@
 
 #include "speed_cases.hpp"
 
+#include "cpu/workers.hpp"
+#include "schedules/flash_heads.hpp"
+#include "schedules/flash_mask.hpp"
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <sys/resource.h>
 
@@ -23,10 +31,44 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Forward then backward through the flash schedule directly: tiles for M, the mask re-blocked
+// once per pass, one head. Returns {forward s, backward s}.
+struct ScheduleRun {
+  schedules::FlashTiles forward_tiles, backward_tiles;
+  schedules::FlashMask forward_mask, backward_mask;
+  std::vector<float> q, k, v, o, lse, d_o, delta, dq, dk, dv;
+};
+
+std::pair<double, double> run_schedule(ScheduleRun& r, int64_t n, int64_t d, int threads,
+                                       int64_t cache_words) {
+  using In = io::SlowMatrix<const float>;
+  using Out = io::SlowMatrix<float>;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  schedules::FlashTeam team;
+  team.threads = cpu::resolve_threads("spattn_bench", threads);
+  team.cache_words = cache_words;
+  const std::vector<schedules::HeadForward> forward{{In::dense(r.q.data(), n, d), In::dense(r.k.data(), n, d),
+                                                     In::dense(r.v.data(), n, d), Out::dense(r.o.data(), n, d),
+                                                     Out::dense(r.lse.data(), n, 1), scale}};
+  const std::vector<schedules::HeadBackward> backward{
+      {In::dense(r.q.data(), n, d), In::dense(r.k.data(), n, d), In::dense(r.v.data(), n, d),
+       In::dense(r.o.data(), n, d), In::dense(r.lse.data(), n, 1), In::dense(r.d_o.data(), n, d),
+       Out::dense(r.delta.data(), n, 1), Out::dense(r.dq.data(), n, d), Out::dense(r.dk.data(), n, d),
+       Out::dense(r.dv.data(), n, d), scale}};
+  auto start = std::chrono::steady_clock::now();
+  schedules::flash_forward_heads(team, forward, r.forward_tiles, &r.forward_mask);
+  const double forward_s = seconds_since(start);
+  start = std::chrono::steady_clock::now();
+  schedules::flash_backward_heads(team, backward, r.backward_tiles, &r.backward_mask);
+  return {forward_s, seconds_since(start)};
+}
+
 }  // namespace
 
 void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
   char line[256];
+  out << (settings.schedule_only ? "the flash schedule itself (tile lists built once, no planner)\n"
+                                 : "the public API, algorithm flash\n");
   std::snprintf(line, sizeof line, "peak RSS before any case: %.1f MiB\n", peak_rss_mib());
   out << line;
   // The first fwd+bwd of a mask builds what the API caches in it (the flash tile lists, the
@@ -40,20 +82,42 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
   for (const int64_t n : seqlens) {
     auto start = std::chrono::steady_clock::now();
     const Mask mask = Mask::from_spec("sliding_window:w=" + std::to_string(settings.window), n, n);
-    SpeedProblem problem(1, n, settings.head_dim, 7);
-    const double build_s = seconds_since(start);
-    AttentionOptions options;
-    options.algorithm = Algorithm::flash;
-    options.threads = settings.threads;
-    options.cache_words = settings.cache_words;
-    double forward_s[2], backward_s[2];
-    for (int run = 0; run < 2; ++run) {
-      start = std::chrono::steady_clock::now();
-      problem.forward(mask, options);
-      forward_s[run] = seconds_since(start);
-      start = std::chrono::steady_clock::now();
-      problem.backward(mask, options);
-      backward_s[run] = seconds_since(start);
+    double forward_s[2], backward_s[2], build_s = 0.0;
+    if (settings.schedule_only) {
+      const int64_t d = settings.head_dim;
+      const int64_t cache_words = settings.cache_words == 0 ? default_cache_words() : settings.cache_words;
+      const schedules::HeadShape shape{n, n, d, d};
+      ScheduleRun r;
+      r.forward_tiles = schedules::flash_tiles(shape, cache_words, Pass::forward,
+                                               schedules::FlashMasking::block_sparse);
+      r.backward_tiles = schedules::flash_tiles(shape, cache_words, Pass::backward,
+                                                schedules::FlashMasking::block_sparse);
+      r.forward_mask = schedules::build_flash_mask(mask.csr(), n, n, r.forward_tiles, Pass::forward);
+      r.backward_mask = schedules::build_flash_mask(mask.csr(), n, n, r.backward_tiles, Pass::backward);
+      const auto size = static_cast<size_t>(n * d);
+      for (auto* x : {&r.q, &r.k, &r.v, &r.d_o}) x->assign(size, 0.01f);
+      for (auto* x : {&r.o, &r.dq, &r.dk, &r.dv}) x->assign(size, 0.0f);
+      r.lse.assign(static_cast<size_t>(n), 0.0f);
+      r.delta.assign(static_cast<size_t>(n), 0.0f);
+      build_s = seconds_since(start);
+      for (int run = 0; run < 2; ++run) {
+        std::tie(forward_s[run], backward_s[run]) = run_schedule(r, n, d, settings.threads, cache_words);
+      }
+    } else {
+      SpeedProblem problem(1, n, settings.head_dim, 7);
+      build_s = seconds_since(start);
+      AttentionOptions options;
+      options.algorithm = Algorithm::flash;
+      options.threads = settings.threads;
+      options.cache_words = settings.cache_words;
+      for (int run = 0; run < 2; ++run) {
+        start = std::chrono::steady_clock::now();
+        problem.forward(mask, options);
+        forward_s[run] = seconds_since(start);
+        start = std::chrono::steady_clock::now();
+        problem.backward(mask, options);
+        backward_s[run] = seconds_since(start);
+      }
     }
     // The element CSR: row_ptr and col_idx, 8-byte indices.
     const double mask_mib = static_cast<double>((n + 1 + mask.nnz()) * 8) / (1024.0 * 1024.0);

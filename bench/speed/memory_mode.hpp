@@ -15,6 +15,9 @@ struct MemorySettings {
   int64_t window = 256;
   int threads = 0;
   int64_t cache_words = 0;
+  // Run the flash schedule itself (the tile lists built once, no planner) instead of the public
+  // API: what the schedule needs, apart from what the API caches for planning.
+  bool schedule_only = false;
 };
 
 void run_memory_mode(std::ostream& out, const MemorySettings& settings);

@@ -6,12 +6,14 @@
 //   spattn_bench --n 4096 --d 64 --masks full,window --algorithms flash --threads 2
 //   spattn_bench --csv results.csv             also write the rows as CSV
 //   spattn_bench --memory                      peak RSS of fwd+bwd at n 65536 and 131072, window 256
+//   spattn_bench --memory --schedule-only      the same through the flash schedule alone
 #include "memory_mode.hpp"
 #include "roofline.hpp"
 #include "speed_cases.hpp"
 #include "speed_report.hpp"
 
 #include <spattn/mask.hpp>
+#include <spattn/plan.hpp>
 #include <spattn/version.hpp>
 
 #include <CLI/CLI.hpp>
@@ -51,6 +53,21 @@ std::string today() {
   return buffer;
 }
 
+// Whether `algorithm` runs small_cache in either pass (auto asks the planner).
+bool runs_small_cache(Algorithm algorithm, const Mask& mask, int64_t n, int64_t d,
+                      const RunSettings& settings) {
+  if (algorithm != Algorithm::automatic) return algorithm == Algorithm::small_cache;
+  const bounds::DenseShape shape{n, n, d, d};
+  const int64_t cache_words = settings.cache_words == 0 ? default_cache_words() : settings.cache_words;
+  for (const Pass pass : {Pass::forward, Pass::backward}) {
+    if (plan_attention(shape, mask, cache_words, pass, algorithm, settings.heads).algorithm ==
+        Algorithm::small_cache) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,6 +103,8 @@ int main(int argc, char** argv) {
   app.add_flag("--memory", memory, "peak RSS of flash fwd+bwd over a sliding window at long n");
   app.add_option("--memory-n", memory_settings.seqlens, "sequence lengths of --memory")->delimiter(',');
   app.add_option("--memory-window", memory_settings.window, "window half-width of --memory");
+  app.add_flag("--schedule-only", memory_settings.schedule_only,
+               "with --memory: run the flash schedule directly (no planner), not the public API");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -125,10 +144,10 @@ int main(int argc, char** argv) {
         for (const int64_t d : head_dims) {
           SpeedProblem problem(settings.heads, n, d, 1);
           for (const Algorithm algorithm : algorithms) {
-            if (algorithm == Algorithm::small_cache && n > small_cache_max_n) {
-              std::printf("%-14s %6lld %4lld %-22s skipped (n > --small-cache-max-n %lld)\n", choice.name.c_str(),
-                          static_cast<long long>(n), static_cast<long long>(d), "small_cache",
-                          static_cast<long long>(small_cache_max_n));
+            if (n > small_cache_max_n && runs_small_cache(algorithm, mask, n, d, settings)) {
+              std::printf("%-14s %6lld %4lld %-22s skipped: runs small_cache, n > --small-cache-max-n %lld\n",
+                          choice.name.c_str(), static_cast<long long>(n), static_cast<long long>(d),
+                          algorithm_name(algorithm), static_cast<long long>(small_cache_max_n));
               continue;
             }
             results.push_back(run_case(choice, mask, problem, algorithm, settings));
