@@ -1,0 +1,174 @@
+// The CUDA backend: attention forward and backward on device tensors (docs/cuda.md).
+//
+//   spattn::cuda::DeviceMemory<float> q(n * d), k(n * d), ...;   // or your own device pointers
+//   auto mask = spattn::Mask::from_spec("sliding_window:w=256", n, n);
+//   spattn::cuda::Options options;                                 // block-sparse flash kernels
+//   spattn::cuda::attention_forward<float>(qv, kv, vv, ov, lsev, mask, options);
+//
+// Views are the CPU API's TensorView types over DEVICE pointers, (batch, heads, seqlen, head_dim),
+// any strides. Element types: float, half_t and bfloat16_t (the bit layouts of CUDA's __half and
+// __nv_bfloat16: reinterpret_cast your pointers); every sum is accumulated in fp32 and LSE is fp32.
+// k and v may have fewer heads than q (grouped-query attention: kv_heads divides heads; q head h
+// uses kv head h / (heads / kv_heads)). The mask is shared by all heads, or one per q head.
+//
+// This header compiles without CUDA; a build without CUDA (SPATTN_HAVE_CUDA unset) throws
+// RuntimeError("... built without CUDA ...") from every call except device_available() (false) and
+// device_status() (the reason). Validation happens on the host before anything is launched;
+// messages name the argument and the values. Device errors throw RuntimeError naming the CUDA or
+// cuSPARSE call, file:line and the error string.
+#pragma once
+
+#include <spattn/error.hpp>
+#include <spattn/mask.hpp>
+#include <spattn/plan.hpp>
+#include <spattn/tensor.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spattn::cuda {
+
+// 16-bit element types, bit-compatible with __half and __nv_bfloat16 (so that this header needs no
+// CUDA header). Host conversions (round to nearest even) below, for preparing inputs and tests.
+struct half_t {
+  uint16_t bits = 0;
+};
+struct bfloat16_t {
+  uint16_t bits = 0;
+};
+
+half_t to_half(float value);
+bfloat16_t to_bfloat16(float value);
+float to_float(half_t value);
+float to_float(bfloat16_t value);
+inline float to_float(float value) { return value; }
+// Identity for float; lets templated code round a float through the element type.
+template <typename T>
+T from_float(float value);
+template <>
+float from_float<float>(float value);
+template <>
+half_t from_float<half_t>(float value);
+template <>
+bfloat16_t from_float<bfloat16_t>(float value);
+
+enum class CudaAlgorithm {
+  flash,        // block-sparse flash kernels (tiles from the planner for the device's shared memory)
+  small_cache,  // the cuSPARSE path: SDDMM on the mask's CSR, segmented softmax, SpMM
+};
+const char* cuda_algorithm_name(CudaAlgorithm algorithm);  // "flash" / "small_cache"
+
+struct Options {
+  CudaAlgorithm algorithm = CudaAlgorithm::flash;
+  std::optional<double> scale;  // default 1 / sqrt(head_dim)
+  void* stream = nullptr;       // a cudaStream_t; nullptr = the default stream
+  // Shared memory per block the flash kernels may use, in bytes; 0 = the device's opt-in maximum
+  // (cudaDevAttrMaxSharedMemoryPerBlockOptin). The planner gets M = this / 4 words (minus the
+  // kernels' own scratch, docs/cuda.md).
+  int64_t shared_memory_bytes = 0;
+  // Waits for the stream before returning (so that errors of the kernels surface here).
+  bool synchronize = true;
+};
+
+// What ran: the algorithm and, for flash, the tiles and the M they were planned for.
+struct DeviceRun {
+  CudaAlgorithm algorithm = CudaAlgorithm::flash;
+  Pass pass = Pass::forward;
+  int64_t cache_words = 0;        // M fed to the planner (flash)
+  int64_t shared_memory_bytes = 0;  // dynamic shared memory per block of the largest kernel
+  int64_t block_q = 0, block_k = 0, dkdv_block_q = 0, dkdv_block_k = 0;
+  std::string to_string() const;  // one line
+};
+
+// True when the CUDA runtime sees at least one device.
+bool device_available();
+// "" when a device is available; otherwise why not ("no CUDA device: cudaGetDeviceCount returned
+// ..." or "built without CUDA").
+std::string device_status();
+// The current device's opt-in shared memory per block in bytes; throws RuntimeError without one.
+int64_t shared_memory_per_block();
+
+// ---- attention -------------------------------------------------------------------------------
+// o: (batch, heads, seqlen_q, head_dim_v) of T; lse: (batch, heads, seqlen_q, 1) fp32; -inf (and
+// a zero row of o) where a query attends nothing. `masks`: one (shared) or `heads` masks, each
+// seqlen_q x seqlen_k.
+template <typename T>
+DeviceRun attention_forward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v,
+                            TensorView<T> o, TensorView<float> lse, const std::vector<Mask>& masks,
+                            const Options& options = {});
+template <typename T>
+DeviceRun attention_forward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v,
+                            TensorView<T> o, TensorView<float> lse, const Mask& mask,
+                            const Options& options = {}) {
+  return attention_forward<T>(q, k, v, o, lse, std::vector<Mask>{mask}, options);
+}
+
+// dq, dk, dv take the shapes of q, k, v (dk, dv: kv_heads heads, summed over each group).
+template <typename T>
+DeviceRun attention_backward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v,
+                             TensorView<const T> o, TensorView<const float> lse,
+                             TensorView<const T> d_o, TensorView<T> dq, TensorView<T> dk,
+                             TensorView<T> dv, const std::vector<Mask>& masks,
+                             const Options& options = {});
+template <typename T>
+DeviceRun attention_backward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v,
+                             TensorView<const T> o, TensorView<const float> lse,
+                             TensorView<const T> d_o, TensorView<T> dq, TensorView<T> dk,
+                             TensorView<T> dv, const Mask& mask, const Options& options = {}) {
+  return attention_backward<T>(q, k, v, o, lse, d_o, dq, dk, dv, std::vector<Mask>{mask}, options);
+}
+
+// Drops the device copies of mask structures kept between calls (docs/cuda.md, "Mask cache").
+void release_device_caches();
+
+// ---- device memory (for callers without CUDA headers: tests, benchmarks) --------------------
+namespace detail {
+void* device_allocate(std::size_t bytes);  // throws RuntimeError (naming the size) on failure
+void device_free(void* pointer) noexcept;
+void copy_to_device(void* device, const void* host, std::size_t bytes);
+void copy_to_host(void* host, const void* device, std::size_t bytes);
+void device_fill_zero(void* device, std::size_t bytes);
+void device_synchronize();
+}  // namespace detail
+
+// An owning device array of `size` elements (uninitialized).
+template <typename T>
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  explicit DeviceMemory(std::size_t size)
+      : data_(static_cast<T*>(size ? detail::device_allocate(size * sizeof(T)) : nullptr)),
+        size_(size) {}
+  explicit DeviceMemory(const std::vector<T>& host) : DeviceMemory(host.size()) { upload(host); }
+  ~DeviceMemory() { detail::device_free(data_); }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  DeviceMemory(DeviceMemory&& other) noexcept : data_(other.data_), size_(other.size_) {
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+
+  T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  void upload(const std::vector<T>& host) {
+    if (host.size() != size_) fail("DeviceMemory::upload: ", host.size(), " elements, expected ", size_);
+    if (size_) detail::copy_to_device(data_, host.data(), size_ * sizeof(T));
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(size_);
+    if (size_) detail::copy_to_host(host.data(), data_, size_ * sizeof(T));
+    return host;
+  }
+  void zero() {
+    if (size_) detail::device_fill_zero(data_, size_ * sizeof(T));
+  }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace spattn::cuda

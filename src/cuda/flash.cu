@@ -1,0 +1,233 @@
+// The block-sparse flash path on the device: plan, upload (cached) tile lists, launch.
+#include "cuda/flash.hpp"
+
+#include "api/mask_cache.hpp"
+#include "cuda/check.hpp"
+#include "cuda/device_buffer.hpp"
+#include "cuda/flash_kernels.hpp"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+namespace spattn::cuda::detail {
+namespace {
+
+using device::FlatTileLists;
+using schedules::FlashMasking;
+using schedules::FlashTiles;
+
+// One direction of the masks' tile lists on the device.
+struct DeviceLists {
+  DeviceBuffer<int32_t> tile_ptr, partial_ptr, entries;
+  DeviceBuffer<uint64_t> bits;
+  tile_math::TileListsRef ref;
+  std::vector<Mask> keep_alive;  // the cache key holds the masks' addresses: keep them valid
+};
+
+// Tile lists uploaded once per (device, masks, tiles, pass, direction) and reused: a training loop
+// calls with the same masks every step. Bounded: cleared when it holds kMaxEntries.
+class ListCache {
+ public:
+  using Key = std::tuple<int, std::vector<const void*>, int, int64_t, int64_t, int64_t, int64_t, int>;
+  static constexpr size_t kMaxEntries = 64;
+
+  std::shared_ptr<const DeviceLists> get(const std::vector<Mask>& masks, const FlashTiles& tiles,
+                                         Pass pass, bool key_cols) {
+    int device = 0;
+    SPATTN_CUDA_CHECK(cudaGetDevice(&device));
+    std::vector<const void*> identity;
+    for (const Mask& mask : masks) identity.push_back(&mask.cache());
+    const Key key{device, identity, static_cast<int>(pass), tiles.block_q, tiles.block_k,
+                  tiles.dkdv_block_q, tiles.dkdv_block_k, key_cols ? 1 : 0};
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = entries_.find(key);
+    if (found != entries_.end()) return found->second;
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    auto lists = upload(masks, tiles, pass, key_cols);
+    entries_.emplace(key, lists);
+    return lists;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.clear();
+  }
+
+ private:
+  static std::shared_ptr<const DeviceLists> upload(const std::vector<Mask>& masks,
+                                                   const FlashTiles& tiles, Pass pass, bool key_cols) {
+    std::vector<std::shared_ptr<const schedules::FlashMask>> flash_masks;
+    std::vector<const schedules::FlashTileLists*> lists;
+    for (const Mask& mask : masks) {
+      flash_masks.push_back(mask.cache().flash(mask, tiles, pass));
+      lists.push_back(key_cols ? &flash_masks.back()->key_cols : &flash_masks.back()->query_rows);
+    }
+    const FlatTileLists flat = device::flatten_tile_lists(lists);
+    auto result = std::make_shared<DeviceLists>();
+    result->tile_ptr = DeviceBuffer<int32_t>(flat.tile_ptr);
+    result->partial_ptr = DeviceBuffer<int32_t>(flat.partial_ptr);
+    result->entries = DeviceBuffer<int32_t>(flat.entries);
+    result->bits = DeviceBuffer<uint64_t>(flat.bits);
+    result->ref = device::host_ref(flat);
+    result->ref.tile_ptr = result->tile_ptr.data();
+    result->ref.partial_ptr = result->partial_ptr.data();
+    result->ref.entries = result->entries.data();
+    result->ref.bits = result->bits.data();
+    result->keep_alive = masks;
+    return result;
+  }
+
+  std::mutex mutex_;
+  std::map<Key, std::shared_ptr<const DeviceLists>> entries_;
+};
+
+ListCache& list_cache() {
+  static ListCache cache;
+  return cache;
+}
+
+bool all_full(const std::vector<Mask>& masks) {
+  for (const Mask& mask : masks) {
+    if (!mask.is_full()) return false;
+  }
+  return true;
+}
+
+// The lists a loop nest walks: every inner tile (all masks full) or the uploaded ones.
+struct Walk {
+  std::shared_ptr<const DeviceLists> lists;  // null when dense
+  tile_math::TileListsRef ref;
+};
+Walk walk(const std::vector<Mask>& masks, FlashMasking masking, const FlashTiles& tiles, Pass pass,
+          bool key_cols, int64_t outer_rows, int64_t outer_block, int64_t inner_rows,
+          int64_t inner_block) {
+  Walk w;
+  if (masking == FlashMasking::block_sparse) {
+    w.lists = list_cache().get(masks, tiles, pass, key_cols);
+    w.ref = w.lists->ref;
+    return w;
+  }
+  w.ref.dense = true;
+  w.ref.num_outer = tile_math::num_tiles(outer_rows, outer_block);
+  w.ref.num_inner = tile_math::num_tiles(inner_rows, inner_block);
+  w.ref.inner_block = inner_block;
+  return w;
+}
+
+FlashDims dims_of(const device::DeviceShape& s, float scale) {
+  return {s.batch, s.heads, s.kv_heads, s.seqlen_q, s.seqlen_k, s.head_dim, s.head_dim_v, scale};
+}
+
+DeviceRun run_of(Pass pass, const device::DeviceFlashTiles& planned) {
+  DeviceRun run;
+  run.algorithm = CudaAlgorithm::flash;
+  run.pass = pass;
+  run.cache_words = planned.cache_words;
+  run.shared_memory_bytes = 4 * planned.smem_words;
+  run.block_q = planned.tiles.block_q;
+  run.block_k = planned.tiles.block_k;
+  run.dkdv_block_q = planned.tiles.dkdv_block_q;
+  run.dkdv_block_k = planned.tiles.dkdv_block_k;
+  return run;
+}
+
+}  // namespace
+
+template <typename T>
+DeviceRun flash_forward(const device::DeviceShape& shape, const ForwardViews<T>& views,
+                        const std::vector<Mask>& masks, float scale, int64_t smem_words,
+                        cudaStream_t stream) {
+  const FlashMasking masking = all_full(masks) ? FlashMasking::dense : FlashMasking::block_sparse;
+  const device::DeviceFlashTiles planned =
+      device::device_flash_tiles(shape.head(), smem_words, Pass::forward, masking);
+  const FlashTiles& t = planned.tiles;
+  const Walk w = walk(masks, masking, t, Pass::forward, false, shape.seqlen_q, t.block_q,
+                      shape.seqlen_k, t.block_k);
+  ForwardParams<T> p;
+  p.q = strided(views.q);
+  p.k = strided(views.k);
+  p.v = strided(views.v);
+  p.o = strided(views.o);
+  p.lse = strided(views.lse);
+  p.dims = dims_of(shape, scale);
+  p.block_q = t.block_q;
+  p.block_k = t.block_k;
+  p.lists = w.ref;
+  p.layout = device::forward_layout(shape.head(), t, masking);
+  launch_flash_forward(p, stream);
+  // The lists stay alive in the cache; a kernel in flight keeps reading them until the stream
+  // is synchronized (release_device_caches() must not run concurrently with kernels).
+  return run_of(Pass::forward, planned);
+}
+
+template <typename T>
+DeviceRun flash_backward(const device::DeviceShape& shape, const BackwardViews<T>& views,
+                         const std::vector<Mask>& masks, float scale, int64_t smem_words,
+                         cudaStream_t stream) {
+  const FlashMasking masking = all_full(masks) ? FlashMasking::dense : FlashMasking::block_sparse;
+  const device::DeviceFlashTiles planned =
+      device::device_flash_tiles(shape.head(), smem_words, Pass::backward, masking);
+  const FlashTiles& t = planned.tiles;
+  const FlashDims dims = dims_of(shape, scale);
+  DeviceBuffer<float> delta(static_cast<size_t>(shape.batch * shape.heads * shape.seqlen_q));
+
+  DeltaParams<T> dp;
+  dp.o = strided(views.o);
+  dp.d_o = strided(views.d_o);
+  dp.delta = delta.data();
+  dp.dims = dims;
+  launch_flash_delta(dp, stream);
+
+  const Walk cols = walk(masks, masking, t, Pass::backward, true, shape.seqlen_k, t.dkdv_block_k,
+                         shape.seqlen_q, t.dkdv_block_q);
+  DkdvParams<T> kp;
+  kp.q = strided(views.q);
+  kp.k = strided(views.k);
+  kp.v = strided(views.v);
+  kp.d_o = strided(views.d_o);
+  kp.lse = strided(views.lse);
+  kp.delta = delta.data();
+  kp.dk = strided(views.dk);
+  kp.dv = strided(views.dv);
+  kp.dims = dims;
+  kp.block_q = t.dkdv_block_q;
+  kp.block_k = t.dkdv_block_k;
+  kp.lists = cols.ref;
+  kp.layout = device::dkdv_layout(shape.head(), t, masking);
+  launch_flash_dkdv(kp, stream);
+
+  const Walk rows = walk(masks, masking, t, Pass::backward, false, shape.seqlen_q, t.block_q,
+                         shape.seqlen_k, t.block_k);
+  DqParams<T> qp;
+  qp.q = kp.q;
+  qp.k = kp.k;
+  qp.v = kp.v;
+  qp.d_o = kp.d_o;
+  qp.lse = kp.lse;
+  qp.delta = delta.data();
+  qp.dq = strided(views.dq);
+  qp.dims = dims;
+  qp.block_q = t.block_q;
+  qp.block_k = t.block_k;
+  qp.lists = rows.ref;
+  qp.layout = device::dq_layout(shape.head(), t, masking);
+  launch_flash_dq(qp, stream);
+  // `delta` is freed on return: wait for the kernels that read it first.
+  SPATTN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return run_of(Pass::backward, planned);
+}
+
+void release_flash_lists() { list_cache().clear(); }
+
+#define SPATTN_FLASH_PATH(T)                                                                       \
+  template DeviceRun flash_forward<T>(const device::DeviceShape&, const ForwardViews<T>&,         \
+                                      const std::vector<Mask>&, float, int64_t, cudaStream_t);    \
+  template DeviceRun flash_backward<T>(const device::DeviceShape&, const BackwardViews<T>&,       \
+                                       const std::vector<Mask>&, float, int64_t, cudaStream_t);
+SPATTN_FLASH_PATH(float)
+SPATTN_FLASH_PATH(half_t)
+SPATTN_FLASH_PATH(bfloat16_t)
+#undef SPATTN_FLASH_PATH
+
+}  // namespace spattn::cuda::detail
