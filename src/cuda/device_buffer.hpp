@@ -22,6 +22,10 @@ class DeviceBuffer {
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
     if (size_ > 0) {
       SPATTN_CUDA_CHECK(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
+      // cudaMemcpy from pageable memory may return before the DMA into data_ completes; it is
+      // ordered with the default stream only, and the kernels reading data_ may run on a
+      // non-blocking stream of the caller's: wait for it here (uploads are once per call or mask).
+      SPATTN_CUDA_CHECK(cudaStreamSynchronize(nullptr));
     }
   }
   ~DeviceBuffer() {

@@ -113,7 +113,8 @@ __global__ void gradient_rows_kernel(const int32_t* row_ptr, int64_t rows, const
 
 struct Handle {
   cusparseHandle_t handle = nullptr;
-  explicit Handle(cudaStream_t stream) {
+  cudaStream_t stream = nullptr;  // the handle's stream (cusparseSetStream), for our own memsets
+  explicit Handle(cudaStream_t s) : stream(s) {
     SPATTN_CUSPARSE_CHECK(cusparseCreate(&handle));
     const cusparseStatus_t status = cusparseSetStream(handle, stream);
     if (status != CUSPARSE_STATUS_SUCCESS) {
@@ -126,11 +127,15 @@ struct Handle {
   Handle& operator=(const Handle&) = delete;
 };
 
-// A dense fp32 matrix: rows x cols with leading dimension ld, in `order`.
+// A dense fp32 matrix: rows x cols with leading dimension ld, in `order` (ld = its rows or cols:
+// `count` elements, no padding).
 struct Dense {
   cusparseDnMatDescr_t descr = nullptr;
-  Dense(int64_t rows, int64_t cols, int64_t ld, float* data, cusparseOrder_t order) {
-    SPATTN_CUSPARSE_CHECK(cusparseCreateDnMat(&descr, rows, cols, ld, data, CUDA_R_32F, order));
+  float* data = nullptr;
+  int64_t count = 0;
+  Dense(int64_t rows, int64_t cols, int64_t ld, float* values, cusparseOrder_t order)
+      : data(values), count(rows * cols) {
+    SPATTN_CUSPARSE_CHECK(cusparseCreateDnMat(&descr, rows, cols, ld, values, CUDA_R_32F, order));
   }
   ~Dense() { cusparseDestroyDnMat(descr); }
   Dense(const Dense&) = delete;
@@ -170,8 +175,11 @@ std::unique_ptr<DeviceCsr> upload_mask(const Mask& mask, bool with_transpose) {
 // A CSR matrix descriptor over a mask's structure and a values array.
 struct Sparse {
   cusparseSpMatDescr_t descr = nullptr;
-  Sparse(int64_t rows, int64_t cols, int64_t nnz, int32_t* row_ptr, int32_t* col, float* values) {
-    SPATTN_CUSPARSE_CHECK(cusparseCreateCsr(&descr, rows, cols, nnz, row_ptr, col, values, CUSPARSE_INDEX_32I,
+  float* values = nullptr;
+  int64_t nnz = 0;
+  Sparse(int64_t rows, int64_t cols, int64_t count, int32_t* row_ptr, int32_t* col, float* vals)
+      : values(vals), nnz(count) {
+    SPATTN_CUSPARSE_CHECK(cusparseCreateCsr(&descr, rows, cols, count, row_ptr, col, vals, CUSPARSE_INDEX_32I,
                                             CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
   }
   ~Sparse() { cusparseDestroySpMat(descr); }
@@ -189,9 +197,16 @@ struct Workspace {
   }
 };
 
-// C (on C's pattern) = alpha A B.
+void zero(float* data, int64_t count, cudaStream_t stream) {
+  if (count > 0) SPATTN_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<size_t>(count) * sizeof(float), stream));
+}
+
+// C (on C's pattern) = alpha A B. With beta = 0 the output's old values must not matter, but
+// cuSPARSE does not document that it never reads them (0 * NaN = NaN, and a recycled cudaMalloc
+// block can hold NaN), so they are zeroed first: one memset of nnz words.
 void sddmm(const Handle& h, Workspace& ws, float alpha, const Dense& a, const Dense& b, const Sparse& c) {
   const float beta = 0.0f;
+  zero(c.values, c.nnz, h.stream);
   const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
   size_t bytes = 0;
   SPATTN_CUSPARSE_CHECK(cusparseSDDMM_bufferSize(h.handle, op, op, &alpha, a.descr, b.descr, &beta, c.descr,
@@ -200,9 +215,10 @@ void sddmm(const Handle& h, Workspace& ws, float alpha, const Dense& a, const De
                                       CUSPARSE_SDDMM_ALG_DEFAULT, ws.get(bytes)));
 }
 
-// C = alpha A B + beta C, A sparse.
+// C = alpha A B + beta C, A sparse (C zeroed first when beta = 0, as for sddmm).
 void spmm(const Handle& h, Workspace& ws, float alpha, const Sparse& a, const Dense& b, float beta,
           const Dense& c) {
+  if (beta == 0.0f) zero(c.data, c.count, h.stream);
   const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
   size_t bytes = 0;
   SPATTN_CUSPARSE_CHECK(cusparseSpMM_bufferSize(h.handle, op, op, &alpha, a.descr, b.descr, &beta, c.descr,
@@ -236,10 +252,6 @@ void permute(const float* src, const DeviceCsr& csr, float* dst, cudaStream_t st
 }
 
 unsigned row_blocks(int64_t rows) { return blocks_for(rows, kWarpsPerBlock); }
-
-void zero(float* data, int64_t count, cudaStream_t stream) {
-  if (count > 0) SPATTN_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<size_t>(count) * sizeof(float), stream));
-}
 
 // The masks on the device: one per distinct Mask (a shared mask is uploaded once).
 std::vector<std::unique_ptr<DeviceCsr>> upload_masks(const std::vector<Mask>& masks, bool with_transpose) {
