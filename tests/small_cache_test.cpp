@@ -1,6 +1,6 @@
 // Tier 2 for the small-cache schedule: forward and backward against the fp64 reference over
 // sequence lengths, head dimensions and fast-memory sizes; native runs bit-identical to counted
-// ones; empty sizes; validation messages.
+// ones; worker teams bit-identical to one worker; empty sizes; validation messages.
 #include "schedules/small_cache.hpp"
 
 #include "support/compare.hpp"
@@ -204,6 +204,48 @@ TEST(SmallCache, NativeRunIsBitIdenticalToCountedRun) {
       EXPECT_EQ(counted.dq, native.dq);
       EXPECT_EQ(counted.dk, native.dk);
       EXPECT_EQ(counted.dv, native.dv);
+    }
+  }
+}
+
+// The team schedules (row blocks split round-robin over workers, each with its own fast memory)
+// against the one-worker schedule: the same bits for 1, 2 and 3 workers, and the words all the
+// workers move sum to the prediction.
+TEST(SmallCache, WorkersGiveTheOneWorkerBitsAndMoveThePredictedWords) {
+  for (const HeadShape shape : {HeadShape{97, 45, 16, 16}, HeadShape{257, 7, 8, 3}}) {
+    for (int64_t cache_words : {6, 300, 5000}) {
+      const SmallCacheTiles forward_tiles = small_cache_tiles(shape, cache_words, Pass::forward);
+      const SmallCacheTiles backward_tiles = small_cache_tiles(shape, cache_words, Pass::backward);
+      Problem one(shape);
+      run_forward(one, cache_words, nullptr);
+      run_backward(one, cache_words, nullptr);
+      for (int workers : {1, 2, 3}) {
+        Problem team(shape);
+        Ledger forward_ledger, backward_ledger;
+        spattn::cpu::WorkerMemories forward_memories(workers, cache_words, &forward_ledger, "f");
+        small_cache_forward(forward_memories, team.forward(), forward_tiles);
+        forward_memories.merge_ledgers();
+        spattn::cpu::WorkerMemories backward_memories(workers, cache_words, &backward_ledger,
+                                                      "b");
+        small_cache_backward(backward_memories, team.backward(), backward_tiles);
+        backward_memories.merge_ledgers();
+        const std::string where =
+            std::to_string(workers) + " workers, M " + std::to_string(cache_words);
+        EXPECT_EQ(team.o, one.o) << where;
+        EXPECT_EQ(team.lse, one.lse) << where;
+        EXPECT_EQ(team.delta, one.delta) << where;
+        EXPECT_EQ(team.dq, one.dq) << where;
+        EXPECT_EQ(team.dk, one.dk) << where;
+        EXPECT_EQ(team.dv, one.dv) << where;
+        const IoCount forward_words = predict_small_cache_forward(shape, forward_tiles);
+        const IoCount backward_words = predict_small_cache_backward(shape, backward_tiles);
+        EXPECT_EQ(forward_ledger.reads(), forward_words.reads) << where;
+        EXPECT_EQ(forward_ledger.writes(), forward_words.writes) << where;
+        EXPECT_EQ(backward_ledger.reads(), backward_words.reads) << where;
+        EXPECT_EQ(backward_ledger.writes(), backward_words.writes) << where;
+        EXPECT_LE(backward_ledger.peak_resident(), small_cache_fast_words(backward_tiles)) << where;
+      }
+      EXPECT_TRUE(std::any_of(one.dq.begin(), one.dq.end(), [](float x) { return x != 0.0f; }));
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #if defined(SPATTN_OPENBLAS_PATH)
@@ -31,12 +32,24 @@ using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, c
 using SetThreads = void (*)(int);
 
 // In the child: load OpenBLAS, time the multiplies, return the best time (< 0 on failure).
-double best_sgemm_seconds(int size, int repetitions, int threads) {
+// What the child process reports through the pipe.
+struct SgemmReport {
+  double seconds = -1.0;
+  char core[32] = {};
+};
+
+SgemmReport best_sgemm(int size, int repetitions, int threads) {
+  SgemmReport report;
   void* library = dlopen(SPATTN_OPENBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) return -1.0;
+  if (library == nullptr) return report;
+  using CoreName = char* (*)();
+  const auto core_name = reinterpret_cast<CoreName>(dlsym(library, "openblas_get_corename"));
+  if (core_name != nullptr && core_name() != nullptr) {
+    std::strncpy(report.core, core_name(), sizeof report.core - 1);
+  }
   const auto sgemm = reinterpret_cast<Sgemm>(dlsym(library, "cblas_sgemm"));
   const auto set_threads = reinterpret_cast<SetThreads>(dlsym(library, "openblas_set_num_threads"));
-  if (sgemm == nullptr) return -1.0;
+  if (sgemm == nullptr) return report;
   if (set_threads != nullptr) set_threads(threads);
   const auto count = static_cast<size_t>(size) * static_cast<size_t>(size);
   std::vector<float> a(count), b(count), c(count, 0.0f);
@@ -56,7 +69,8 @@ double best_sgemm_seconds(int size, int repetitions, int threads) {
     run();
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  return best;
+  report.seconds = best;
+  return report;
 }
 
 }  // namespace
@@ -76,20 +90,22 @@ std::optional<Roofline> measure_sgemm(int size, int repetitions, int threads) {
   }
   if (child == 0) {
     close(fds[0]);
-    const double seconds = best_sgemm_seconds(size, repetitions, threads);
-    const ssize_t written = write(fds[1], &seconds, sizeof seconds);
-    _exit(written == static_cast<ssize_t>(sizeof seconds) ? 0 : 1);
+    const SgemmReport report = best_sgemm(size, repetitions, threads);
+    const ssize_t written = write(fds[1], &report, sizeof report);
+    _exit(written == static_cast<ssize_t>(sizeof report) ? 0 : 1);
   }
   close(fds[1]);
-  double seconds = -1.0;
-  const ssize_t got = read(fds[0], &seconds, sizeof seconds);
+  SgemmReport report;
+  const ssize_t got = read(fds[0], &report, sizeof report);
   close(fds[0]);
   int status = 0;
   waitpid(child, &status, 0);
-  if (got != static_cast<ssize_t>(sizeof seconds) || seconds <= 0.0) return std::nullopt;
+  if (got != static_cast<ssize_t>(sizeof report) || report.seconds <= 0.0) return std::nullopt;
+  const double seconds = report.seconds;
   Roofline result;
   result.size = size;
   result.seconds = seconds;
+  result.core.assign(report.core, strnlen(report.core, sizeof report.core));
   const double n = size;
   result.gflops = 2.0 * n * n * n / seconds * 1e-9;
   return result;

@@ -100,56 +100,66 @@ double CaseResult::both_gflops() const {
   return 14.0 * static_cast<double>(nnz) * static_cast<double>(head_dim * heads) / both_s * 1e-9;
 }
 
-CaseResult run_case(const MaskChoice& choice, const Mask& mask, SpeedProblem& problem,
-                    Algorithm algorithm, const RunSettings& settings) {
-  AttentionOptions options;
-  options.algorithm = algorithm;
-  options.cache_words = settings.cache_words;
-  options.threads = settings.threads;
+std::vector<CaseResult> run_case(const MaskChoice& choice, const Mask& mask, SpeedProblem& problem,
+                                 const std::vector<CaseSlot>& slots, const RunSettings& settings) {
+  const size_t count = slots.size();
+  std::vector<AttentionOptions> options(count);
+  std::vector<CaseResult> results(count);
+  for (size_t i = 0; i < count; ++i) {
+    options[i].algorithm = slots[i].algorithm;
+    options[i].cache_words = slots[i].cache_words;
+    options[i].threads = settings.threads;
+    CaseResult& result = results[i];
+    result.mask = choice.name;
+    result.seqlen = problem.seqlen();
+    result.head_dim = problem.head_dim();
+    result.heads = settings.heads;
+    result.threads = resolved_threads(settings.threads);
+    result.cache_words = slots[i].cache_words == 0 ? default_cache_words() : slots[i].cache_words;
+    result.nnz = mask.nnz();
+    result.density = mask.density();
+    result.requested = slots[i].algorithm;
+    // Warm-up: builds the mask's cached schedule structures and pages the buffers in.
+    result.forward_ran = problem.forward(mask, options[i]).algorithm;
+    result.backward_ran = problem.backward(mask, options[i]).algorithm;
+  }
 
-  CaseResult result;
-  result.mask = choice.name;
-  result.seqlen = problem.seqlen();
-  result.head_dim = problem.head_dim();
-  result.heads = settings.heads;
-  result.threads = resolved_threads(settings.threads);
-  result.nnz = mask.nnz();
-  result.density = mask.density();
-  result.requested = algorithm;
-
-  // Warm-up: builds the mask's cached schedule structures and pages the buffers in.
-  result.forward_ran = problem.forward(mask, options).algorithm;
-  result.backward_ran = problem.backward(mask, options).algorithm;
-
-  std::vector<double> forward, backward, both;
+  std::vector<std::vector<double>> forward(count), backward(count), both(count);
   const auto case_start = std::chrono::steady_clock::now();
   for (int r = 0; r < std::max(settings.repetitions, 1); ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    problem.forward(mask, options);
-    const double forward_s = seconds_since(start);
-    problem.backward(mask, options);
-    const double both_s = seconds_since(start);
-    forward.push_back(forward_s);
-    backward.push_back(both_s - forward_s);
-    both.push_back(both_s);
-    if (seconds_since(case_start) > settings.max_seconds) break;
+    // Repetition r starts at slot r mod count, so that no slot always runs first or right after
+    // another (a slot that frees n x n buffers, say).
+    for (size_t turn = 0; turn < count; ++turn) {
+      const size_t i = (turn + static_cast<size_t>(r)) % count;
+      const auto start = std::chrono::steady_clock::now();
+      problem.forward(mask, options[i]);
+      const double forward_s = seconds_since(start);
+      problem.backward(mask, options[i]);
+      const double both_s = seconds_since(start);
+      forward[i].push_back(forward_s);
+      backward[i].push_back(both_s - forward_s);
+      both[i].push_back(both_s);
+    }
+    if (seconds_since(case_start) > settings.max_seconds * static_cast<double>(count)) break;
   }
-  result.repetitions = static_cast<int>(both.size());
   // The planner's share: what the API spends choosing before it runs (measured apart).
   const bounds::DenseShape shape{problem.seqlen(), problem.seqlen(), problem.head_dim(), problem.head_dim()};
-  const int64_t cache_words = settings.cache_words == 0 ? default_cache_words() : settings.cache_words;
-  std::vector<double> plans;
-  for (int r = 0; r < 3; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    plan_attention(shape, mask, cache_words, Pass::forward, algorithm, settings.heads);
-    plan_attention(shape, mask, cache_words, Pass::backward, algorithm, settings.heads);
-    plans.push_back(seconds_since(start));
+  for (size_t i = 0; i < count; ++i) {
+    CaseResult& result = results[i];
+    std::vector<double> plans;
+    for (int r = 0; r < 3; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      plan_attention(shape, mask, result.cache_words, Pass::forward, result.requested, settings.heads);
+      plan_attention(shape, mask, result.cache_words, Pass::backward, result.requested, settings.heads);
+      plans.push_back(seconds_since(start));
+    }
+    result.repetitions = static_cast<int>(both[i].size());
+    result.plan_s = median(plans);
+    result.forward_s = median(forward[i]);
+    result.backward_s = median(backward[i]);
+    result.both_s = median(both[i]);
   }
-  result.plan_s = median(plans);
-  result.forward_s = median(forward);
-  result.backward_s = median(backward);
-  result.both_s = median(both);
-  return result;
+  return results;
 }
 
 }  // namespace spattn::bench

@@ -53,6 +53,7 @@ struct CaseResult {
   int64_t head_dim = 0;
   int64_t heads = 1;
   int threads = 1;        // resolved
+  int64_t cache_words = 0;  // M the case ran with (resolved: never 0)
   double density = 0.0;   // |Omega| / n^2
   int64_t nnz = 0;        // |Omega| per head
   Algorithm requested = Algorithm::automatic;
@@ -70,8 +71,19 @@ struct CaseResult {
   double both_gflops() const;
 };
 
-CaseResult run_case(const MaskChoice& choice, const Mask& mask, SpeedProblem& problem,
-                    Algorithm algorithm, const RunSettings& settings);
+// One way to run a case: an algorithm at a fast-memory size (0 = the default).
+struct CaseSlot {
+  Algorithm algorithm = Algorithm::automatic;
+  int64_t cache_words = 0;
+};
+
+// Runs one case (mask, n, d) in every slot, the slots taking turns within each repetition (slot
+// 1 fwd+bwd, slot 2 fwd+bwd, ..., the next repetition starting one slot later), so that a change
+// of the machine's load during the run falls on all of them alike; the medians are compared. Each slot gets one
+// warm-up first. Repeats settings.repetitions times, or fewer once the case has taken
+// settings.max_seconds per slot (at least once).
+std::vector<CaseResult> run_case(const MaskChoice& choice, const Mask& mask, SpeedProblem& problem,
+                                 const std::vector<CaseSlot>& slots, const RunSettings& settings);
 
 // The thread count AttentionOptions::threads = `threads` resolves to.
 int resolved_threads(int threads);

@@ -4,6 +4,8 @@
 //                                              x d {64, 128} x {flash, small_cache, auto}
 //                                              (small_cache up to n 4096: --small-cache-max-n)
 //   spattn_bench --n 4096 --d 64 --masks full,window --algorithms flash --threads 2
+//   spattn_bench --cache-words 12288,131072    each case at several fast-memory sizes, one after
+//                                              the other (compare M within one run)
 //   spattn_bench --csv results.csv             also write the rows as CSV
 //   spattn_bench --memory                      peak RSS of fwd+bwd at n 65536 and 131072, window 256
 //   spattn_bench --memory --schedule-only      the same through the flash schedule alone
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
   for (const MaskChoice& choice : standard_masks()) mask_names.push_back(choice.name);
   std::vector<std::string> algorithm_names = {"flash", "small_cache", "auto"};
   RunSettings settings;
+  std::vector<int64_t> cache_words_list = {0};
   std::string csv_path;
   bool memory = false;
   MemorySettings memory_settings;
@@ -92,8 +95,10 @@ int main(int argc, char** argv) {
   app.add_option("--algorithms", algorithm_names, "flash, small_cache, auto")->delimiter(',');
   app.add_option("--threads", settings.threads, "worker threads (0 = hardware concurrency)");
   app.add_option("--reps", settings.repetitions, "timed repetitions per case (median reported)");
-  app.add_option("--max-seconds", settings.max_seconds, "stop repeating a case after this long");
-  app.add_option("--cache-words", settings.cache_words, "fast-memory size M (0 = this machine's L1d)");
+  app.add_option("--max-seconds", settings.max_seconds, "stop repeating a case after this long (per algorithm and M)");
+  app.add_option("--cache-words", cache_words_list,
+                 "fast-memory sizes M, each case run at each (0 = the default, "
+                 "spattn::default_cache_words())")->delimiter(',');
   app.add_option("--heads", settings.heads, "heads (batch 1)");
   app.add_option("--csv", csv_path, "also write the rows to this CSV file");
   app.add_option("--sgemm-size", sgemm_size, "size of the roofline sgemm (n x n x n)");
@@ -109,11 +114,12 @@ int main(int argc, char** argv) {
 
   try {
     const int threads = resolved_threads(settings.threads);
+    settings.cache_words = cache_words_list.empty() ? 0 : cache_words_list.front();
     std::cout << "spattn_bench " << version() << " | " << cpu_model() << " | "
               << std::thread::hardware_concurrency() << " hardware threads | " << today() << "\n"
-              << "threads " << threads << ", M = "
-              << (settings.cache_words == 0 ? default_cache_words() : settings.cache_words)
-              << " words, heads " << settings.heads << "\n";
+              << "threads " << threads << ", M (words) =";
+    for (const int64_t m : cache_words_list) std::cout << ' ' << (m == 0 ? default_cache_words() : m);
+    std::cout << " (default " << default_cache_words() << "), heads " << settings.heads << "\n";
     if (memory) {
       memory_settings.threads = settings.threads;
       memory_settings.cache_words = settings.cache_words;
@@ -125,8 +131,9 @@ int main(int argc, char** argv) {
     if (!no_sgemm) {
       roofline = measure_sgemm(sgemm_size, 3, threads);
       if (roofline) {
-        std::printf("sgemm (OpenBLAS) %d^3 on %d threads: %.1f GFLOP/s (best of 3: %.1f ms)\n",
-                    roofline->size, threads, roofline->gflops, 1e3 * roofline->seconds);
+        std::printf("sgemm (OpenBLAS, %s kernels) %d^3 on %d threads: %.1f GFLOP/s (best of 3: %.1f ms)\n",
+                    roofline->core.empty() ? "unknown" : roofline->core.c_str(), roofline->size,
+                    threads, roofline->gflops, 1e3 * roofline->seconds);
       } else {
         std::cout << "sgemm roofline: missing (built without OpenBLAS; install libopenblas-dev)\n";
       }
@@ -143,15 +150,26 @@ int main(int argc, char** argv) {
         const Mask mask = Mask::from_spec(choice.spec, n, n);
         for (const int64_t d : head_dims) {
           SpeedProblem problem(settings.heads, n, d, 1);
+          // Every algorithm at every M, taking turns within each repetition (run_case).
+          std::vector<CaseSlot> slots;
           for (const Algorithm algorithm : algorithms) {
-            if (n > small_cache_max_n && runs_small_cache(algorithm, mask, n, d, settings)) {
-              std::printf("%-14s %6lld %4lld %-22s skipped: runs small_cache, n > --small-cache-max-n %lld\n",
-                          choice.name.c_str(), static_cast<long long>(n), static_cast<long long>(d),
-                          algorithm_name(algorithm), static_cast<long long>(small_cache_max_n));
-              continue;
+            for (const int64_t cache_words : cache_words_list) {
+              RunSettings at = settings;
+              at.cache_words = cache_words;
+              if (n > small_cache_max_n && runs_small_cache(algorithm, mask, n, d, at)) {
+                std::printf("%-14s %6lld %4lld %-22s %7lld skipped: runs small_cache, n > --small-cache-max-n %lld\n",
+                            choice.name.c_str(), static_cast<long long>(n), static_cast<long long>(d),
+                            algorithm_name(algorithm),
+                            static_cast<long long>(cache_words == 0 ? default_cache_words() : cache_words),
+                            static_cast<long long>(small_cache_max_n));
+                continue;
+              }
+              slots.push_back({algorithm, cache_words});
             }
-            results.push_back(run_case(choice, mask, problem, algorithm, settings));
-            print_table_row(std::cout, results.back(), roofline);
+          }
+          for (const CaseResult& result : run_case(choice, mask, problem, slots, settings)) {
+            results.push_back(result);
+            print_table_row(std::cout, result, roofline);
           }
         }
       }

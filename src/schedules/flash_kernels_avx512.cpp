@@ -1,6 +1,7 @@
 // The AVX-512 flash kernels (flash_kernels_isa.hpp): AVX-512 F/VL/BW/DQ, 16 lanes; score blocks
 // hold up to 16 accumulators and accumulating blocks 24 vectors of the inner tile (32 vector
-// registers).
+// registers). The small-cache kernels (small_cache_kernels.hpp) of this set are compiled here too:
+// outer-product blocks of 6 rows x 4 vectors, dot-product blocks of 4 x 4 outputs.
 // Everything in this file, templates included, is compiled for this target (the build itself
 // passes no -march flag); the library calls it only when the CPU reports support.
 #include "schedules/flash_kernels_isa.hpp"
@@ -22,6 +23,8 @@
 
 #define SPATTN_KERNEL_NAMESPACE avx512_kernels
 #include "schedules/flash_kernels_impl.hpp"
+#include "schedules/small_cache_kernels_impl.hpp"
+#include "schedules/small_cache_kernels_isa.hpp"
 
 namespace spattn::schedules::flash_kernels::isa {
 
@@ -34,6 +37,15 @@ void dq_avx512(const DqTile& t) { avx512_kernels::dq_step<Cfg>(t); }
 void dkdv_avx512(const DkdvTile& t) { avx512_kernels::dkdv_step<Cfg>(t); }
 
 }  // namespace spattn::schedules::flash_kernels::isa
+
+namespace spattn::schedules::small_cache_kernels::isa {
+
+namespace {
+namespace k = flash_kernels::avx512_kernels::small_cache;
+}  // namespace
+const Table kAvx512 = k::table<k::Config<flash_kernels::avx512_kernels::Lanes16, 6, 4, 4, 4>>();
+
+}  // namespace spattn::schedules::small_cache_kernels::isa
 
 #if defined(__clang__)
 #pragma clang attribute pop

@@ -1,8 +1,11 @@
 // The portable flash kernels (flash_kernels_isa.hpp): 4-lane vectors with the baseline
 // instruction set (SSE2 on x86-64, NEON on AArch64, scalar code elsewhere; plain floats for
-// compilers without vector types), and the scalar steps for tiles narrower than a vector.
+// compilers without vector types), and the scalar steps for tiles narrower than a vector. The
+// portable small-cache kernels (small_cache_kernels.hpp) are compiled here too.
 #define SPATTN_KERNEL_NAMESPACE portable_kernels
 #include "schedules/flash_kernels_impl.hpp"
+#include "schedules/small_cache_kernels_impl.hpp"
+#include "schedules/small_cache_kernels_isa.hpp"
 
 namespace spattn::schedules::flash_kernels::isa {
 
@@ -29,3 +32,18 @@ void dq_portable(const DqTile& t) { dq_step<PortableConfig>(t); }
 void dkdv_portable(const DkdvTile& t) { dkdv_step<PortableConfig>(t); }
 
 }  // namespace spattn::schedules::flash_kernels::isa
+
+namespace spattn::schedules::small_cache_kernels::isa {
+
+namespace {
+namespace k = flash_kernels::portable_kernels::small_cache;
+#if defined(__GNUC__)
+using Lanes = flash_kernels::portable_kernels::Lanes4;
+#else
+using Lanes = flash_kernels::portable_kernels::Lanes1;
+#endif
+}  // namespace
+// Outer-product blocks of 4 rows x 2 vectors, dot-product blocks of 4 x 2 outputs (16 registers).
+const Table kPortable = k::table<k::Config<Lanes, 4, 2, 4, 2>>();
+
+}  // namespace spattn::schedules::small_cache_kernels::isa

@@ -20,12 +20,14 @@
 // predicted for reads and writes separately).
 #pragma once
 
+#include "cpu/workers.hpp"
 #include "schedules/head_problem.hpp"
 #include "schedules/tiled_matmul.hpp"
 
 #include <spattn/io.hpp>
 
 #include <cstdint>
+#include <vector>
 
 namespace spattn::schedules {
 
@@ -70,12 +72,44 @@ void small_cache_forward(io::FastMemory& fast, const HeadForward& head,
 void small_cache_backward(io::FastMemory& fast, const HeadBackward& head,
                           const SmallCacheTiles& tiles);
 
+// The same schedules on a team of workers, one thread and one fast memory each (the model: M per
+// core): every product's row blocks, and the D pass's row chunks, are split round-robin over the
+// workers, the products running one after another (each reads what the one before wrote). Each
+// output tile is computed by one worker exactly as in the one-worker schedule, so the results are
+// bit-identical for any number of workers, and the words the workers move sum to the
+// prediction (each worker's peak is at most small_cache_fast_words). Checks as above, on every
+// worker's fast memory.
+void small_cache_forward(cpu::WorkerMemories& workers, const HeadForward& head,
+                         const SmallCacheTiles& tiles);
+void small_cache_backward(cpu::WorkerMemories& workers, const HeadBackward& head,
+                          const SmallCacheTiles& tiles);
+
 namespace small_cache_detail {
 // Shared by the schedules and the predictions: tiles are for `pass` and for `shape`
 // (InvalidArgument otherwise), and `fast` has room for them (RuntimeError otherwise).
 void check_tiles(const char* where, const HeadShape& shape, const SmallCacheTiles& tiles,
                  Pass pass);
 void check_room(const char* where, const io::FastMemory& fast, const SmallCacheTiles& tiles);
+// The fast memories of a team (one per worker), or of the one-worker schedule.
+using Memories = std::vector<io::FastMemory*>;
+inline Memories memories_of(cpu::WorkerMemories& workers) {
+  Memories memories;
+  for (int worker = 0; worker < workers.size(); ++worker) memories.push_back(&workers[worker]);
+  return memories;
+}
+// Runs body(fast, worker) for every worker, each on its own thread and fast memory.
+template <typename Body>
+void run_on(const Memories& memories, Body&& body) {
+  const int workers = static_cast<int>(memories.size());
+  cpu::run_workers(workers,
+                   [&](int worker) { body(*memories[static_cast<size_t>(worker)], worker); });
+}
+// The share of a product that worker `worker` of `workers` computes.
+inline MatmulOptions share(MatmulOptions options, int worker, int workers) {
+  options.first_row_block = worker;
+  options.row_block_step = workers;
+  return options;
+}
 // Row statistics each product keeps resident per tile row (the schedules allocate exactly these).
 inline constexpr int64_t kForwardScoresRowWords = 2;    // running row max and row sum
 inline constexpr int64_t kForwardOutputRowWords = 1;    // LSE, for P = exp(S - LSE) on load

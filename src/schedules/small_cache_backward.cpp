@@ -4,6 +4,7 @@
 //   dS = P ∘ (dO V^T - D)              tiled; dS made on each finished dP tile, written
 //   dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO      tiled
 #include "schedules/small_cache.hpp"
+#include "schedules/small_cache_kernels.hpp"
 
 #include <spattn/error.hpp>
 
@@ -34,15 +35,7 @@ class ProbabilitiesHooks final : public MatmulHooks {
 
   void finish_tile(FastMemory& /*fast*/, int64_t /*row0*/, int64_t /*col0*/, int64_t rows,
                    int64_t cols, float* tile, int64_t ld, FastBuffer<float>& /*scratch*/) override {
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = tile + r * ld;
-      const float lse = lse_rows_[r];
-      if (lse == -std::numeric_limits<float>::infinity()) {
-        std::fill(row, row + cols, 0.0f);
-        continue;
-      }
-      for (int64_t c = 0; c < cols; ++c) row[c] = std::exp(row[c] - lse);
-    }
+    small_cache_kernels::exp_shifted_rows(tile, rows, cols, ld, lse_rows_.data());
   }
 
  private:
@@ -84,8 +77,10 @@ class ScoreGradientHooks final : public MatmulHooks {
   FastBuffer<float> delta_rows_;
 };
 
-// D = rowsum(dO ∘ O), streamed in chunks of rows x cols.
-void row_dot(FastMemory& fast, const HeadBackward& head, const SmallCacheTiles& tiles) {
+// D = rowsum(dO ∘ O), streamed in chunks of rows x cols; the row chunks worker, worker + workers,
+// ... of them.
+void row_dot(FastMemory& fast, const HeadBackward& head, const SmallCacheTiles& tiles, int worker,
+             int workers) {
   const int64_t m = head.o.rows();
   const int64_t dv = head.o.cols();
   const int64_t chunk_rows = tiles.delta_rows;
@@ -93,7 +88,7 @@ void row_dot(FastMemory& fast, const HeadBackward& head, const SmallCacheTiles& 
   auto o_chunk = fast.allocate<float>(chunk_rows * chunk_cols, "small_cache O chunk");
   auto d_o_chunk = fast.allocate<float>(chunk_rows * chunk_cols, "small_cache dO chunk");
   auto sums = fast.allocate<float>(chunk_rows, "small_cache D rows");
-  for (int64_t row0 = 0; row0 < m; row0 += chunk_rows) {
+  for (int64_t row0 = worker * chunk_rows; row0 < m; row0 += workers * chunk_rows) {
     const int64_t rows = std::min(chunk_rows, m - row0);
     std::fill(sums.data(), sums.data() + rows, 0.0f);
     for (int64_t col0 = 0; col0 < dv; col0 += chunk_cols) {
@@ -145,13 +140,15 @@ HeadShape check_backward(const HeadBackward& head) {
 
 }  // namespace
 
-void small_cache_backward(FastMemory& fast, const HeadBackward& head,
-                          const SmallCacheTiles& tiles) {
+namespace {
+
+void backward_on(const Memories& memories, const HeadBackward& head, const SmallCacheTiles& tiles) {
   const HeadShape shape = check_backward(head);
   check_tiles("small_cache_backward", shape, tiles, Pass::backward);
-  check_room("small_cache_backward", fast, tiles);
+  for (const FastMemory* fast : memories) check_room("small_cache_backward", *fast, tiles);
   const int64_t m = shape.seqlen_q;
   const int64_t n = shape.seqlen_k;
+  const int workers = static_cast<int>(memories.size());
 
   // Slow-memory scratch for P and dS (seqlen_q, seqlen_k), owned by this call.
   std::vector<float> p_storage(static_cast<size_t>(m * n));
@@ -161,23 +158,40 @@ void small_cache_backward(FastMemory& fast, const HeadBackward& head,
   const auto ds = SlowMatrix<float>::dense(ds_storage.data(), m, n);
   const auto ds_in = SlowMatrix<const float>::dense(ds_storage.data(), m, n);
 
-  row_dot(fast, head, tiles);
-  {
+  run_on(memories,
+         [&](FastMemory& fast, int worker) { row_dot(fast, head, tiles, worker, workers); });
+  run_on(memories, [&](FastMemory& fast, int worker) {
     ProbabilitiesHooks hooks(fast, head.lse, tiles.scores.tile_m);
     tiled_matmul(fast, {Operand::q, head.q}, {Operand::k, head.k.transposed()}, {Operand::p, p},
-                 tiles.scores, {head.scale, false, &hooks});
-  }
-  {
+                 tiles.scores, share({head.scale, false, &hooks}, worker, workers));
+  });
+  run_on(memories, [&](FastMemory& fast, int worker) {
     ScoreGradientHooks hooks(fast, p_in, head.delta, tiles.d_scores.tile_m);
     tiled_matmul(fast, {Operand::d_o, head.d_o}, {Operand::v, head.v.transposed()},
-                 {Operand::ds, ds}, tiles.d_scores, {1.0f, false, &hooks});
-  }
-  tiled_matmul(fast, {Operand::ds, ds_in}, {Operand::k, head.k}, {Operand::dq, head.dq}, tiles.dq,
-               {head.scale, false, nullptr});
-  tiled_matmul(fast, {Operand::ds, ds_in.transposed()}, {Operand::q, head.q},
-               {Operand::dk, head.dk}, tiles.dk, {head.scale, false, nullptr});
-  tiled_matmul(fast, {Operand::p, p_in.transposed()}, {Operand::d_o, head.d_o},
-               {Operand::dv, head.dv}, tiles.dv, {1.0f, false, nullptr});
+                 {Operand::ds, ds}, tiles.d_scores, share({1.0f, false, &hooks}, worker, workers));
+  });
+  // dQ, dK and dV read only P and dS: one team run for the three.
+  run_on(memories, [&](FastMemory& fast, int worker) {
+    tiled_matmul(fast, {Operand::ds, ds_in}, {Operand::k, head.k}, {Operand::dq, head.dq},
+                 tiles.dq, share({head.scale, false, nullptr}, worker, workers));
+    tiled_matmul(fast, {Operand::ds, ds_in.transposed()}, {Operand::q, head.q},
+                 {Operand::dk, head.dk}, tiles.dk,
+                 share({head.scale, false, nullptr}, worker, workers));
+    tiled_matmul(fast, {Operand::p, p_in.transposed()}, {Operand::d_o, head.d_o},
+                 {Operand::dv, head.dv}, tiles.dv, share({1.0f, false, nullptr}, worker, workers));
+  });
+}
+
+}  // namespace
+
+void small_cache_backward(FastMemory& fast, const HeadBackward& head,
+                          const SmallCacheTiles& tiles) {
+  backward_on({&fast}, head, tiles);
+}
+
+void small_cache_backward(cpu::WorkerMemories& workers, const HeadBackward& head,
+                          const SmallCacheTiles& tiles) {
+  backward_on(memories_of(workers), head, tiles);
 }
 
 }  // namespace spattn::schedules

@@ -2,6 +2,7 @@
 //   S = scale Q K^T          tiled; S written, LSE from running row statistics
 //   O = exp(S - LSE) V       tiled; P made from S as it is loaded, never written
 #include "schedules/small_cache.hpp"
+#include "schedules/small_cache_kernels.hpp"
 
 #include <spattn/error.hpp>
 
@@ -36,15 +37,8 @@ class RowStatisticsHooks final : public MatmulHooks {
 
   void finish_tile(FastMemory& /*fast*/, int64_t /*row0*/, int64_t /*col0*/, int64_t rows,
                    int64_t cols, float* tile, int64_t ld, FastBuffer<float>& /*scratch*/) override {
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* s_row = tile + r * ld;
-      const float new_max = std::max(row_max_[r], *std::max_element(s_row, s_row + cols));
-      // row_max_ is -inf only before the first tile, where the sum is 0 and exp(-inf) = 0.
-      float sum = row_sum_[r] * std::exp(row_max_[r] - new_max);
-      for (int64_t c = 0; c < cols; ++c) sum += std::exp(s_row[c] - new_max);
-      row_max_[r] = new_max;
-      row_sum_[r] = sum;
-    }
+    small_cache_kernels::update_row_statistics(tile, rows, cols, ld, row_max_.data(),
+                                               row_sum_.data());
   }
 
   void end_row_block(FastMemory& fast, int64_t row0, int64_t rows) override {
@@ -76,10 +70,7 @@ class SoftmaxOnLoadHooks final : public MatmulHooks {
   void transform_a(int64_t /*row0*/, int64_t /*col0*/, int64_t rows, int64_t cols, float* chunk,
                    int64_t ld) override {
     // The chunk's rows are the row block's rows (tiled_matmul loads A by row block).
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = chunk + r * ld;
-      for (int64_t c = 0; c < cols; ++c) row[c] = std::exp(row[c] - lse_rows_[r]);
-    }
+    small_cache_kernels::exp_shifted_rows(chunk, rows, cols, ld, lse_rows_.data());
   }
 
  private:
@@ -108,28 +99,42 @@ HeadShape check_forward(const HeadForward& head) {
 
 }  // namespace
 
-void small_cache_forward(FastMemory& fast, const HeadForward& head, const SmallCacheTiles& tiles) {
+namespace {
+
+void forward_on(const Memories& memories, const HeadForward& head, const SmallCacheTiles& tiles) {
   const HeadShape shape = check_forward(head);
   check_tiles("small_cache_forward", shape, tiles, Pass::forward);
-  check_room("small_cache_forward", fast, tiles);
+  for (const FastMemory* fast : memories) check_room("small_cache_forward", *fast, tiles);
   const int64_t m = shape.seqlen_q;
   const int64_t n = shape.seqlen_k;
+  const int workers = static_cast<int>(memories.size());
 
   // Slow-memory scratch for S (seqlen_q, seqlen_k), owned by this call.
   std::vector<float> s_storage(static_cast<size_t>(m * n));
   const auto s = SlowMatrix<float>::dense(s_storage.data(), m, n);
   const auto s_in = SlowMatrix<const float>::dense(s_storage.data(), m, n);
 
-  {
+  run_on(memories, [&](FastMemory& fast, int worker) {
     RowStatisticsHooks hooks(fast, head.lse, tiles.scores.tile_m);
     tiled_matmul(fast, {Operand::q, head.q}, {Operand::k, head.k.transposed()}, {Operand::s, s},
-                 tiles.scores, {head.scale, false, &hooks});
-  }
-  {
+                 tiles.scores, share({head.scale, false, &hooks}, worker, workers));
+  });
+  run_on(memories, [&](FastMemory& fast, int worker) {
     SoftmaxOnLoadHooks hooks(fast, head.lse, tiles.output.tile_m);
     tiled_matmul(fast, {Operand::s, s_in}, {Operand::v, head.v}, {Operand::o, head.o},
-                 tiles.output, {1.0f, false, &hooks});
-  }
+                 tiles.output, share({1.0f, false, &hooks}, worker, workers));
+  });
+}
+
+}  // namespace
+
+void small_cache_forward(FastMemory& fast, const HeadForward& head, const SmallCacheTiles& tiles) {
+  forward_on({&fast}, head, tiles);
+}
+
+void small_cache_forward(cpu::WorkerMemories& workers, const HeadForward& head,
+                         const SmallCacheTiles& tiles) {
+  forward_on(memories_of(workers), head, tiles);
 }
 
 }  // namespace spattn::schedules

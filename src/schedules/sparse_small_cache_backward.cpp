@@ -4,6 +4,7 @@
 //   dQ = scale dS K                    SpMM sweep over the rows
 //   dK = scale dS^T Q,  dV = P^T dO    SpMM sweeps over the transposed structure
 #include "schedules/sparse_small_cache.hpp"
+#include "schedules/small_cache_kernels.hpp"
 #include "schedules/sparse_small_cache_walk.hpp"
 
 #include <spattn/error.hpp>
@@ -71,7 +72,7 @@ class ScoreGradient {
     for (int64_t r = 0; r < walker.rows(); ++r) {
       if (!walker.nonempty(r)) continue;
       fast.load(Operand::o, o_, walker.row0() + r, col0, 1, cols, b_rows, 0, ld);
-      delta_rows_[r] += dot(panel.data() + r * ld, b_rows.data(), cols);
+      delta_rows_[r] += small_cache_kernels::dot(panel.data() + r * ld, b_rows.data(), cols);
     }
   }
   float finish(FastMemory& fast, int64_t r, float sum, int64_t position) {

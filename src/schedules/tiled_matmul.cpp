@@ -1,6 +1,8 @@
 // The tiled matrix product schedule, its tile choice and its exact prediction (tiled_matmul.hpp).
 #include "schedules/tiled_matmul.hpp"
 
+#include "schedules/small_cache_kernels.hpp"
+
 #include <spattn/error.hpp>
 
 #include <algorithm>
@@ -14,20 +16,6 @@ void check_tiles(const char* where, const MatmulTiles& tiles) {
   if (tiles.tile_m < 1 || tiles.tile_n < 1 || tiles.tile_k < 1) {
     fail(where, ": tiles must be at least 1, got tile_m ", tiles.tile_m, ", tile_n ", tiles.tile_n,
          ", tile_k ", tiles.tile_k);
-  }
-}
-
-// c (rows, cols; ld_c) += alpha * a (rows, depth; ld_a) * b (depth, cols; ld_b). The i-p-j order
-// keeps the innermost loop contiguous in b and c, so it vectorizes.
-void multiply_add(float alpha, const float* a, int64_t ld_a, const float* b, int64_t ld_b,
-                  float* c, int64_t ld_c, int64_t rows, int64_t depth, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* c_row = c + r * ld_c;
-    for (int64_t p = 0; p < depth; ++p) {
-      const float a_rp = alpha * a[r * ld_a + p];
-      const float* b_row = b + p * ld_b;
-      for (int64_t col = 0; col < cols; ++col) c_row[col] += a_rp * b_row[col];
-    }
   }
 }
 
@@ -70,13 +58,25 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
 
   MatmulTiles best;
   int64_t best_reads = -1;
-  const auto consider = [&](const MatmulTiles& tiles) {
+  // Among tiles of equal reads, the one with the longer chunk, then the larger tile: a longer
+  // chunk lets the kernel keep each output in a register over more of k (a chunk of 1 adds every
+  // product term to the C tile in memory), and costs no words.
+  const auto better = [&](const MatmulTiles& tiles, int64_t reads) {
+    if (best_reads < 0 || reads != best_reads) return best_reads < 0 || reads < best_reads;
+    if (tiles.tile_k != best.tile_k) return tiles.tile_k > best.tile_k;
+    return tiles.tile_m * tiles.tile_n > best.tile_m * best.tile_n;
+  };
+  const auto consider = [&](MatmulTiles tiles) {
+    // The same numbers of row and column blocks with tiles split evenly: the same reads (they
+    // depend only on those counts and on retention, which a longer chunk keeps), and the memory
+    // freed goes to the chunk.
+    tiles.tile_m = ceil_div(max_m, ceil_div(max_m, tiles.tile_m));
+    tiles.tile_n = ceil_div(max_n, ceil_div(max_n, tiles.tile_n));
+    const int64_t avail = cache_words - row_words * tiles.tile_m;
+    tiles.tile_k = std::min(max_k, std::max(tiles.tile_k, (avail - tiles.tile_m * tiles.tile_n) /
+                                                              (tiles.tile_m + tiles.tile_n)));
     const int64_t reads = predict_tiled_matmul(a, k, b, tiles).reads;
-    const int64_t area = tiles.tile_m * tiles.tile_n;
-    const int64_t best_area = best.tile_m * best.tile_n;
-    if (best_reads < 0 || reads < best_reads ||
-        (reads == best_reads &&
-         (area > best_area || (area == best_area && tiles.tile_k > best.tile_k)))) {
+    if (better(tiles, reads)) {
       best = tiles;
       best_reads = reads;
     }
@@ -114,6 +114,10 @@ void tiled_matmul(io::FastMemory& fast, const MatmulInput& a, const MatmulInput&
     fail("tiled_matmul: C is ", c.matrix.rows(), " x ", c.matrix.cols(), ", op(A) op(B) is ",
          rows_a, " x ", cols_b);
   }
+  if (options.first_row_block < 0 || options.row_block_step < 1) {
+    fail("tiled_matmul: first_row_block ", options.first_row_block,
+         " must be >= 0 and row_block_step ", options.row_block_step, " >= 1");
+  }
   const int64_t tile_m = tiles.tile_m;
   const int64_t tile_n = tiles.tile_n;
   const int64_t tile_k = tiles.tile_k;
@@ -123,9 +127,25 @@ void tiled_matmul(io::FastMemory& fast, const MatmulInput& a, const MatmulInput&
 
   auto c_tile = fast.allocate<float>(tile_m * tile_n, "tiled_matmul C tile");  // (tile_m, tile_n)
   auto a_chunk = fast.allocate<float>(tile_m * tile_k, "tiled_matmul A chunk");  // (tile_m, tile_k)
-  auto b_chunk = fast.allocate<float>(tile_k * tile_n, "tiled_matmul B chunk");  // (tile_k, tile_n)
+  // (tile_k, tile_n), or (tile_n, tile_k) when the tile is narrower than the kernels' vectors: the
+  // same words, loaded from the transposed view, so that the kernel runs dot products along k.
+  auto b_chunk = fast.allocate<float>(tile_k * tile_n, "tiled_matmul B chunk");
+  const bool b_transposed = small_cache_kernels::prefers_transposed_b(std::min(tile_n, cols_b));
+  const SlowMatrix<const float> b_transpose = b.matrix.transposed();
 
-  for (int64_t row0 = 0; row0 < rows_a; row0 += tile_m) {
+  small_cache_kernels::Product product;
+  product.a = a_chunk.data();
+  product.lda = tile_k;
+  product.b = b_chunk.data();
+  product.ldb = b_transposed ? tile_k : tile_n;
+  product.b_transposed = b_transposed;
+  product.c = c_tile.data();
+  product.ldc = tile_n;
+  // Accumulating into loaded C values needs alpha on each product; otherwise alpha is applied
+  // once to the finished tile.
+  product.alpha = options.accumulate ? options.alpha : 1.0f;
+  for (int64_t row0 = options.first_row_block * tile_m; row0 < rows_a;
+       row0 += options.row_block_step * tile_m) {
     const int64_t rows = std::min(tile_m, rows_a - row0);
     hooks.begin_row_block(fast, row0, rows);
     for (int64_t col0 = 0; col0 < cols_b; col0 += tile_n) {
@@ -141,12 +161,15 @@ void tiled_matmul(io::FastMemory& fast, const MatmulInput& a, const MatmulInput&
           fast.load(a.operand, a.matrix, row0, k0, rows, depth, a_chunk, 0, tile_k);
           hooks.transform_a(row0, k0, rows, depth, a_chunk.data(), tile_k);
         }
-        fast.load(b.operand, b.matrix, k0, col0, depth, cols, b_chunk, 0, tile_n);
-        hooks.transform_b(k0, col0, depth, cols, b_chunk.data(), tile_n);
-        // Accumulating into loaded C values needs alpha on each product; otherwise alpha is
-        // applied once to the finished tile.
-        multiply_add(options.accumulate ? options.alpha : 1.0f, a_chunk.data(), tile_k,
-                     b_chunk.data(), tile_n, c_tile.data(), tile_n, rows, depth, cols);
+        if (b_transposed) {
+          fast.load(b.operand, b_transpose, col0, k0, cols, depth, b_chunk, 0, tile_k);
+        } else {
+          fast.load(b.operand, b.matrix, k0, col0, depth, cols, b_chunk, 0, tile_n);
+        }
+        product.rows = rows;
+        product.depth = depth;
+        product.cols = cols;
+        small_cache_kernels::multiply_add(product);
       }
       if (!options.accumulate && options.alpha != 1.0f) {
         for (int64_t r = 0; r < rows; ++r) {

@@ -19,7 +19,7 @@
 // allocate (the caller allocates those before the call).
 //
 // Hooks fuse elementwise steps into the product where that saves passes over slow memory: a
-// transform of each loaded A (or B) chunk (P = exp(S - lse) as S is loaded), and an epilogue on
+// transform of each loaded A chunk (P = exp(S - lse) as S is loaded), and an epilogue on
 // each finished output tile before it is stored (dS = P ∘ (dP - D) as dP is finished). Their own
 // moves are the caller's to predict.
 #pragma once
@@ -55,10 +55,9 @@ class MatmulHooks {
   virtual ~MatmulHooks() = default;
   // Before the first output tile of C rows [row0, row0 + rows) (also when b == 0).
   virtual void begin_row_block(io::FastMemory& /*fast*/, int64_t /*row0*/, int64_t /*rows*/) {}
-  // On a freshly loaded chunk of op(A) (resp. op(B)), in place.
+  // On a freshly loaded chunk of op(A), in place. (The B chunk has no hook: its layout in fast
+  // memory is the kernels' choice, row-major or transposed.)
   virtual void transform_a(int64_t /*row0*/, int64_t /*col0*/, int64_t /*rows*/, int64_t /*cols*/,
-                           float* /*chunk*/, int64_t /*ld*/) {}
-  virtual void transform_b(int64_t /*row0*/, int64_t /*col0*/, int64_t /*rows*/, int64_t /*cols*/,
                            float* /*chunk*/, int64_t /*ld*/) {}
   // On a finished output tile (alpha applied, accumulation done), just before it is stored.
   // `scratch` is the B chunk buffer (tile_k * tile_n words, at least tile_n), free at this point.
@@ -73,6 +72,11 @@ struct MatmulOptions {
   float alpha = 1.0f;
   bool accumulate = false;          // C += alpha op(A) op(B): C is read once (a * b more reads)
   MatmulHooks* hooks = nullptr;
+  // One worker's share of the product: the row blocks first_row_block, first_row_block +
+  // row_block_step, ... (row blocks are independent: each output tile is computed, and its
+  // operands loaded, exactly as in the whole product). The default is the whole product.
+  int64_t first_row_block = 0;
+  int64_t row_block_step = 1;
 };
 
 // Words the product itself holds in fast memory.
@@ -86,8 +90,10 @@ inline int64_t tiled_matmul_min_cache_words(int64_t row_words = 0) { return 3 + 
 // `row_words` words per tile row kept by hooks (tile_m * (tile_n + tile_k + row_words) +
 // tile_k * tile_n <= cache_words). For a square-ish product with M well below a * b this is
 // tile_m ~ tile_n ~ sqrt(M); when k is short (M > k^2 / 4) it keeps the A panel resident; when b
-// is narrow the tile is b wide and as tall as fits. Ties go to the larger tile, then the longer
-// chunk. Throws InvalidArgument naming the minimum when cache_words is below it.
+// is narrow the tile is b wide and about as tall as fits. Tiles are split evenly (the same numbers
+// of blocks, so the same reads, with the memory left over given to the chunk), and ties go to the
+// longer chunk, then the larger tile: the kernels keep outputs in registers over a chunk. Throws
+// InvalidArgument naming the minimum when cache_words is below it.
 MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_words,
                                 int64_t row_words = 0);
 
