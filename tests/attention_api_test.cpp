@@ -180,9 +180,9 @@ TEST(AttentionApi, ValidationNamesTheArgumentAndWritesNothing) {
     spattn::attention_forward(p.in(p.q), k, p.in(p.v), p.out(p.o), p.out(p.lse, 1), options);
   }, "k has head_dim 7, q has 8");
   expect_error([&] {
-    const auto k = TensorView<const float>::contiguous(p.k.data(), p.batch, 1, p.n, p.d);
+    const auto k = TensorView<const float>::contiguous(p.k.data(), p.batch, 2, p.n, p.d);
     spattn::attention_forward(p.in(p.q), k, k, p.out(p.o), p.out(p.lse, 1), options);
-  }, "grouped-query attention");
+  }, "attention_forward: q has 3 heads, not a multiple of k's 2 heads");
   AttentionOptions bad_scale;
   bad_scale.scale = std::nan("");
   expect_error([&] { p.forward(bad_scale); }, "scale");

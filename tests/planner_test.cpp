@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 using spattn::Algorithm;
@@ -120,4 +121,28 @@ TEST(Planner, InfeasibleRequestsStateTheMinimum) {
   EXPECT_THROW(plan_dense({64, 64, 64, 64}, 4096, Pass::forward, Algorithm::reference),
                spattn::InvalidArgument);
   EXPECT_THROW(spattn::parse_algorithm("fast"), spattn::InvalidArgument);
+}
+
+TEST(Planner, TheDenseSwitchIsFoundOnceAndTheSameFromEveryThread) {
+  // The switch depends on the shape and pass only: kept after the first plan, it must be the one
+  // a fresh search finds (the first shape below is planned here for the first time), at every M,
+  // and the same when many threads plan at once.
+  const spattn::bounds::DenseShape shape{777, 777, 48, 48};
+  const auto first = plan_dense(shape, 5000, Pass::backward);
+  ASSERT_GT(first.switch_cache_words, 0);
+  for (int64_t m : {int64_t{600}, int64_t{5000}, int64_t{40000}}) {
+    EXPECT_EQ(plan_dense(shape, m, Pass::backward).switch_cache_words, first.switch_cache_words) << m;
+  }
+  std::vector<int64_t> seen(8, -1);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < seen.size(); ++t) {
+    threads.emplace_back([&, t] {
+      seen[t] = plan_dense({333 + static_cast<int64_t>(t % 2), 333, 32, 32}, 2048, Pass::forward).switch_cache_words;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (size_t t = 0; t < seen.size(); ++t) {
+    EXPECT_EQ(seen[t], seen[t % 2]) << t;
+    EXPECT_GT(seen[t], 0) << t;
+  }
 }

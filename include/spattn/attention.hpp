@@ -7,10 +7,14 @@
 //   auto plan = spattn::attention_forward(q, k, v, o, lse, options);
 //
 // Tensors are strided views of (batch, heads, seqlen, head_dim) (rank-2 arrays as batch = heads =
-// 1). k and v have kv_heads heads; this version needs kv_heads == heads for the flash and
-// small_cache schedules (the reference accepts grouped-query attention). The mask (shared by all
-// heads) is full when omitted; with any other mask, flash is the block-sparse flash schedule and
-// small_cache the density-adaptive one (docs/block_sparse.md, docs/sparse_small_cache.md).
+// 1). k and v have kv_heads heads, and heads must be a multiple of kv_heads: grouped-query
+// attention, query head h reading kv head h / (heads / kv_heads) (kv_heads == heads is ordinary
+// multi-head attention). Every algorithm runs it; the backward adds each kv head's dK, dV up over
+// its query heads in a fixed order (deterministic, counted, and included in the returned plan).
+// The mask is full when omitted; one Mask is shared by all heads, or a std::vector<Mask> gives
+// one per query head (shared over the batch). With any mask other than full, flash is the
+// block-sparse flash schedule and small_cache the density-adaptive one (docs/block_sparse.md,
+// docs/sparse_small_cache.md); all heads run the same algorithm.
 // Validation happens here, once, before any output is written; messages name the argument and
 // the values ("attention_backward: d_o has seqlen 63, q has 64").
 #pragma once
@@ -22,6 +26,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace spattn {
 
@@ -52,6 +57,13 @@ Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
                        TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
                        const Mask& mask, const AttentionOptions& options);
 
+// One mask per query head: masks.size() == heads, each seqlen_q x seqlen_k. Heads given the same
+// Mask (copies share it) are planned and run together. The plan's per-head costs are then summed
+// over the heads of one batch entry (Plan::cost_heads).
+Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
+                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
+                       const std::vector<Mask>& masks, const AttentionOptions& options);
+
 // dq, dk, dv take the shapes of q, k, v. o and lse are the forward's outputs.
 Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
                         TensorView<const float> v, TensorView<const float> o,
@@ -64,5 +76,11 @@ Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
                         TensorView<const float> lse, TensorView<const float> d_o,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const Mask& mask, const AttentionOptions& options);
+
+Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
+                        TensorView<const float> v, TensorView<const float> o,
+                        TensorView<const float> lse, TensorView<const float> d_o,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
+                        const std::vector<Mask>& masks, const AttentionOptions& options);
 
 }  // namespace spattn

@@ -1,7 +1,9 @@
 // A prepared attention mask: the set of (query, key) pairs that attend, held as CSR, validated
-// once, and reused across calls, heads and layers. The structures the schedules walk (the
-// mask re-blocked at a schedule's tile sizes, its transpose, block classes) are built on first
-// use and cached inside, so building them is paid once per mask and tile size, not per call.
+// once, and reused across calls, heads and layers. What the planner and the schedules need is
+// built on first use and cached inside, so it is paid once per mask and tile size, not per call:
+// the mask re-blocked at flash's tiles (tile lists, partial-tile bits), small_cache's counts for
+// planning (O(seqlen) words), and small_cache's own structure (CSR copy and transpose, 3 nnz
+// int64 words) only when small_cache runs. docs/api.md lists the costs.
 //
 //   auto mask = spattn::Mask::from_spec("sliding_window:w=256", n, n);
 //   spattn::attention_forward(q, k, v, o, lse, mask, options);

@@ -41,6 +41,10 @@ struct Plan {
   Pass pass = Pass::forward;
   bounds::DenseShape shape;     // per head
   int64_t num_heads = 1;        // head problems (batch x heads); counts below are for all of them
+  // The heads that `flash`, `small_cache` and `z_qk` cover: 1 (per head), or, when the heads have
+  // masks of their own (attention_forward with one Mask per query head), all heads of one batch
+  // entry, summed. So reads = cost * num_heads / cost_heads.
+  int64_t cost_heads = 1;
   int64_t cache_words = 0;      // M
   Algorithm requested = Algorithm::automatic;
   Algorithm algorithm = Algorithm::flash;  // what runs: requested, or the cheaper when automatic
@@ -48,6 +52,10 @@ struct Plan {
   AlgorithmCost small_cache;    // per head
   int64_t reads = 0;            // predicted, all heads, for `algorithm`
   int64_t writes = 0;
+  // Grouped-query attention's backward: the words of adding up dK, dV over each kv head's query
+  // heads (after the schedules; included in reads and writes). 0 otherwise.
+  int64_t kv_sum_reads = 0;
+  int64_t kv_sum_writes = 0;
   bounds::Bound bound;          // all heads (the bound is per head; multiplied by num_heads)
   double compulsory = 0.0;      // all heads
   double ratio_to_bound = 0.0;  // (reads + writes) / bound.value
@@ -65,7 +73,7 @@ struct Plan {
   // structured mask (a window, block-diagonal documents) can be computed with less, and then
   // ratio_to_bound < 1 is expected, not a violation (beats_worst_case says so).
   bool masked = false;
-  int64_t z_qk = 0;                  // attended pairs per head
+  int64_t z_qk = 0;                  // attended pairs per head (per cost_heads heads)
   double z_input = 0.0;              // per head
   double theoretical_switch = 0.0;   // d^2 dense; Z_input^2 / Z_QK masked
   bool beats_worst_case = false;     // masked and ratio_to_bound < 1
@@ -78,7 +86,8 @@ struct Plan {
 // small_cache, otherwise block-sparse flash and the density-adaptive small_cache, each predicted
 // exactly from the mask's structure (the structures are cached in the mask). The switch M is
 // searched only when search_switch is set (it re-predicts at about 40 sizes: O(40 nnz) for a
-// sparse mask); a full mask always gets it.
+// sparse mask); a full mask always gets it, searched once per (seqlen_q, seqlen_k, head_dim,
+// head_dim_v, pass) and kept (thread-safe).
 Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
                     Pass pass, Algorithm requested = Algorithm::automatic, int64_t num_heads = 1,
                     bool search_switch = false);

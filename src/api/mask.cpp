@@ -126,6 +126,12 @@ std::shared_ptr<const schedules::SparseSmallCacheMask> MaskCache::small_cache(co
   return small_cache_;
 }
 
+std::shared_ptr<const schedules::SparseMaskCounts> MaskCache::small_cache_counts(const Mask& mask) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!small_cache_counts_) small_cache_counts_ = std::make_shared<const schedules::SparseMaskCounts>(mask.csr());
+  return small_cache_counts_;
+}
+
 bool MaskCache::find_costs(const CostKey& key, Costs& costs) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto found = costs_.find(key);

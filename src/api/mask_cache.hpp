@@ -1,6 +1,7 @@
-// What a Mask caches for the schedules: the mask re-blocked at each flash tiling it has run with,
-// and the density-adaptive schedule's prepared structure (CSR copy + transpose). Built on first
-// use under a lock, then shared read-only.
+// What a Mask caches for the schedules: the mask re-blocked at each flash tiling it has been
+// planned or run with, the density-adaptive schedule's counts (for planning) and its prepared
+// structure (CSR copy + transpose, only once small_cache runs). Built on first use under a lock,
+// then shared read-only.
 #pragma once
 
 #include "schedules/flash_mask.hpp"
@@ -21,6 +22,9 @@ struct MaskCache {
   std::shared_ptr<const schedules::FlashMask> flash(const Mask& mask, const schedules::FlashTiles& tiles,
                                                     Pass pass);
   std::shared_ptr<const schedules::SparseSmallCacheMask> small_cache(const Mask& mask);
+  // What small_cache's tile choice and prediction read, from the mask's CSR alone (no copy, no
+  // transpose): the planner uses this, so the structure above is built only when small_cache runs.
+  std::shared_ptr<const schedules::SparseMaskCounts> small_cache_counts(const Mask& mask);
 
   // The planner's per-head predictions for (head_dim, head_dim_v, M, pass), so that repeated
   // calls with the same shapes (every layer, every step) do not re-predict.
@@ -34,6 +38,7 @@ struct MaskCache {
   std::mutex mutex_;
   std::map<FlashKey, std::shared_ptr<const schedules::FlashMask>> flash_;
   std::shared_ptr<const schedules::SparseSmallCacheMask> small_cache_;
+  std::shared_ptr<const schedules::SparseMaskCounts> small_cache_counts_;
   std::map<CostKey, Costs> costs_;
 };
 

@@ -12,7 +12,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 namespace spattn {
 
@@ -88,11 +92,12 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
   cost.min_cache_words = schedules::sparse_small_cache_min_cache_words(pass);
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
-  const auto prepared = mask.cache().small_cache(mask);
-  const auto tiles = schedules::sparse_small_cache_tiles(shape, *prepared, cache_words, pass);
+  // From the mask's counts alone: the schedule's structure is built only if small_cache runs.
+  const auto counts = mask.cache().small_cache_counts(mask);
+  const auto tiles = schedules::sparse_small_cache_tiles(shape, *counts, cache_words, pass);
   const auto io = pass == Pass::forward
-                      ? schedules::predict_sparse_small_cache_forward(shape, *prepared, tiles)
-                      : schedules::predict_sparse_small_cache_backward(shape, *prepared, tiles);
+                      ? schedules::predict_sparse_small_cache_forward(shape, *counts, tiles)
+                      : schedules::predict_sparse_small_cache_backward(shape, *counts, tiles);
   cost.reads = io.total().reads;
   cost.writes = io.total().writes;
   cost.index_words = io.indices.total();
@@ -131,10 +136,9 @@ int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int
   return costs.flash.total() - costs.small_cache.total();
 }
 
-// The M nearest to cache_words at which the sign of (flash - small_cache) changes, searching
-// powers of two for a bracket and then bisecting; 0 when there is none in range.
-int64_t find_switch(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                    Pass pass) {
+// Every M at which the sign of (flash - small_cache) changes, searching powers of two from the
+// smallest M both run with up to 16 (seqlen x head_dim) for a bracket and then bisecting.
+std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask* mask, Pass pass) {
   const Costs minimum = costs_at(shape, mask, 1, pass);
   const int64_t low = std::max(minimum.flash.min_cache_words, minimum.small_cache.min_cache_words);
   const int64_t high = 16 * std::max<int64_t>(1, std::max(shape.seqlen_q, shape.seqlen_k) *
@@ -143,8 +147,7 @@ int64_t find_switch(const schedules::HeadShape& shape, const Mask* mask, int64_t
     const int64_t diff = cost_difference(shape, mask, m, pass);
     return diff > 0 ? 1 : (diff < 0 ? -1 : 0);
   };
-  int64_t best = 0;
-  int64_t best_distance = INT64_MAX;
+  std::vector<int64_t> switches;
   int64_t previous = low;
   int previous_sign = sign(low);
   for (int64_t m = low; m <= high;) {
@@ -158,15 +161,44 @@ int64_t find_switch(const schedules::HeadShape& shape, const Mask* mask, int64_t
         const int64_t mid = lo + (hi - lo) / 2;
         (sign(mid) == previous_sign ? lo : hi) = mid;
       }
-      const int64_t distance = hi > cache_words ? hi - cache_words : cache_words - hi;
-      if (distance < best_distance) {
-        best = hi;
-        best_distance = distance;
-      }
+      switches.push_back(hi);
     }
     previous = next;
     previous_sign = next_sign;
     m = next;
+  }
+  return switches;
+}
+
+// The dense problem's switches depend on the shape and pass only, and every dense plan reports
+// them: found once per (seqlen_q, seqlen_k, d, d_v, pass) and kept (a bounded, locked table).
+std::vector<int64_t> dense_switches(const schedules::HeadShape& shape, Pass pass) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
+  static std::mutex mutex;
+  static std::map<Key, std::vector<int64_t>> table;
+  const Key key{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v, static_cast<int>(pass)};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto found = table.find(key);
+    if (found != table.end()) return found->second;
+  }
+  std::vector<int64_t> switches = find_switches(shape, nullptr, pass);  // outside the lock
+  std::lock_guard<std::mutex> lock(mutex);
+  if (table.size() >= 4096) table.clear();  // many distinct shapes: start over rather than grow
+  table.emplace(key, switches);
+  return switches;
+}
+
+// The switch nearest to cache_words (the smaller on a tie); 0 when there is none.
+int64_t nearest_switch(const std::vector<int64_t>& switches, int64_t cache_words) {
+  int64_t best = 0;
+  int64_t best_distance = INT64_MAX;
+  for (int64_t m : switches) {
+    const int64_t distance = m > cache_words ? m - cache_words : cache_words - m;
+    if (distance < best_distance) {
+      best = m;
+      best_distance = distance;
+    }
   }
   return best;
 }
@@ -275,7 +307,8 @@ Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t c
                             : 0.0;
   plan.beats_worst_case = plan.masked && plan.ratio_to_bound < 1.0;
   if (search_switch || !plan.masked) {
-    plan.switch_cache_words = find_switch(head, sparse_mask, cache_words, pass);
+    const auto switches = sparse_mask != nullptr ? find_switches(head, sparse_mask, pass) : dense_switches(head, pass);
+    plan.switch_cache_words = nearest_switch(switches, cache_words);
     plan.switch_searched = true;
   }
   return plan;
@@ -288,16 +321,20 @@ std::string Plan::to_string() const {
     if (!cost.feasible) {
       out << "infeasible (needs M >= " << cost.min_cache_words << ")\n";
     } else {
-      out << cost.total() * num_heads << " words (" << cost.reads * num_heads << " reads, "
-          << cost.writes * num_heads << " writes); tiles " << cost.tiles << '\n';
+      const int64_t repeats = num_heads / std::max<int64_t>(cost_heads, 1);
+      out << cost.total() * repeats << " words (" << cost.reads * repeats << " reads, "
+          << cost.writes * repeats << " writes); tiles " << cost.tiles << '\n';
     }
   };
   out << "plan (" << pass_name(pass) << "): seqlen_q " << shape.seqlen_q << ", seqlen_k "
       << shape.seqlen_k << ", head_dim " << shape.head_dim << ", head_dim_v " << shape.head_dim_v
       << ", heads " << num_heads << ", M " << cache_words << " words\n";
   if (masked) {
-    out << "  mask: " << z_qk << " attended pairs (density "
-        << static_cast<double>(z_qk) / (static_cast<double>(shape.seqlen_q) * static_cast<double>(shape.seqlen_k))
+    const double area = static_cast<double>(shape.seqlen_q) * static_cast<double>(shape.seqlen_k) *
+                        static_cast<double>(std::max<int64_t>(cost_heads, 1));
+    out << "  mask" << (cost_heads > 1 ? "s (one per head)" : "") << ": " << z_qk << " attended pairs"
+        << (cost_heads > 1 ? " over " + std::to_string(cost_heads) + " heads" : std::string())
+        << " (density " << static_cast<double>(z_qk) / area
         << "); Z_input = (nnz(Q) + nnz(K)) / 2 = " << z_input << "\n";
   }
   out << "  algorithm: " << algorithm_name(algorithm)
@@ -305,6 +342,10 @@ std::string Plan::to_string() const {
       << '\n';
   out << "  predicted I/O: " << total() << " words (" << reads << " reads, " << writes
       << " writes)\n";
+  if (kv_sum_reads + kv_sum_writes > 0) {
+    out << "  of which grouped-query dK/dV sums: " << kv_sum_reads << " reads, " << kv_sum_writes
+        << " writes\n";
+  }
   cost_line("flash", flash);
   cost_line("small_cache", small_cache);
   char line[256];
@@ -331,6 +372,8 @@ std::string Plan::to_string() const {
                   theoretical_switch > 0 ? static_cast<double>(switch_cache_words) / theoretical_switch : 0.0,
                   masked ? "Z_input^2 / Z_QK" : "d^2", theoretical_switch);
     out << line;
+  } else if (cost_heads > 1) {
+    out << "  switch: not searched for per-head masks (each mask has its own)\n";
   } else if (!switch_searched) {
     out << "  switch: not searched (spattn plan --switch searches it); theory puts it at "
            "Z_input^2 / Z_QK = " << theoretical_switch << " words\n";

@@ -157,15 +157,6 @@ void check_view(const char* what, const char* name, const SlowMatrix<T>& view, i
   }
 }
 
-// s (rows_q, rows_k), row-major = scale * q k^T for q (rows_q, head_dim), k (rows_k, head_dim),
-// all contiguous fast buffers. Shared by the forward and both backward passes (flash_forward.cpp).
-// With `bits` (a partial tile's bit set), element (r, c) attends iff bit r * bit_row_stride +
-// c * bit_col_stride is set; a masked score is -inf exactly (its dot product is skipped), so the
-// softmax and both gradient passes give it probability 0.
-void score_tile(const float* q, const float* k, int64_t rows_q, int64_t rows_k, int64_t head_dim,
-                float scale, float* s, const uint64_t* bits = nullptr, int64_t bit_row_stride = 0,
-                int64_t bit_col_stride = 0);
-
 inline int64_t num_tiles(int64_t rows, int64_t block) { return (rows + block - 1) / block; }
 // Rows of tile `tile` (the last one may be partial).
 inline int64_t tile_rows(int64_t rows, int64_t block, int64_t tile) {

@@ -41,6 +41,7 @@
 #pragma once
 
 #include "schedules/head_problem.hpp"  // HeadShape, HeadForward, HeadBackward, IoCount, Pass
+#include "schedules/sparse_mask_counts.hpp"
 
 #include <spattn/io.hpp>
 
@@ -139,6 +140,11 @@ SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape,
                                                const SparseSmallCacheMask& mask,
                                                int64_t cache_words, Pass pass);
 
+// The same choice from the mask's counts alone (sparse_mask_counts.hpp; equal tiles): the planner
+// prices small_cache this way, without building a SparseSmallCacheMask.
+SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const SparseMaskCounts& mask,
+                                               int64_t cache_words, Pass pass);
+
 // The most words the schedule holds in fast memory with these tiles (<= cache_words), exactly.
 int64_t sparse_small_cache_fast_words(const SparseSmallCacheTiles& tiles);
 
@@ -149,6 +155,11 @@ SparseIo predict_sparse_small_cache_forward(const HeadShape& shape,
                                             const SparseSmallCacheTiles& tiles);
 SparseIo predict_sparse_small_cache_backward(const HeadShape& shape,
                                              const SparseSmallCacheMask& mask,
+                                             const SparseSmallCacheTiles& tiles);
+// The same from the mask's counts alone (equal results).
+SparseIo predict_sparse_small_cache_forward(const HeadShape& shape, const SparseMaskCounts& mask,
+                                            const SparseSmallCacheTiles& tiles);
+SparseIo predict_sparse_small_cache_backward(const HeadShape& shape, const SparseMaskCounts& mask,
                                              const SparseSmallCacheTiles& tiles);
 
 // The schedules. Scratch slow memory for the nnz-long value arrays (S; P and dS) is owned by the
@@ -180,6 +191,8 @@ SweepTraits sweep_traits(Sweep sweep);
 int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles);
 // The exact words one sweep moves, with w its dense width (d or e). Zero for an SpMM with w = 0.
 SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,
+                       const SparseSweepTiles& tiles);
+SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
                        const SparseSweepTiles& tiles);
 
 void check_tiles(const char* where, const HeadShape& shape, const SparseSmallCacheMask& mask,

@@ -109,6 +109,12 @@ int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles) {
 
 namespace {
 
+// The counts of a prepared mask, over its own CSR copy (O(nnz)).
+SparseMaskCounts counts_of(const SparseSmallCacheMask& mask) {
+  return SparseMaskCounts(sparse_formats::CsrPatternView<int64_t>{
+      mask.seqlen_q(), mask.seqlen_k(), mask.row_ptr().data(), mask.col_idx().data()});
+}
+
 int64_t sweep_width(Sweep sweep, const HeadShape& shape) {
   switch (sweep) {
     case Sweep::output:
@@ -122,7 +128,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The words of one sweep, given `touched` = the sum over its row blocks of the distinct B rows
 // they touch (docs/sparse_small_cache.md, "Exact words").
-SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,
+SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
                   const SparseSweepTiles& tiles, int64_t touched) {
   const SweepTraits traits = sweep_traits(sweep);
   const int64_t w = sweep_width(sweep, shape);
@@ -154,7 +160,7 @@ SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMas
 // touched for a sweep's row blocks, remembered per block size (the tile choice asks often).
 class TouchedCounts {
  public:
-  explicit TouchedCounts(const SparseSmallCacheMask& mask) : mask_(mask) {}
+  explicit TouchedCounts(const SparseMaskCounts& mask) : mask_(mask) {}
   int64_t get(bool transposed, int64_t block_rows) {
     auto& memo = transposed ? keys_ : queries_;
     const auto found = memo.find(block_rows);
@@ -166,12 +172,12 @@ class TouchedCounts {
   }
 
  private:
-  const SparseSmallCacheMask& mask_;
+  const SparseMaskCounts& mask_;
   std::map<int64_t, int64_t> queries_, keys_;  // row-major walks (touched keys), transposed
 };
 
 // The tiles of one sweep minimizing its exact predicted words (sparse_small_cache_tiles).
-SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,
+SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
                               int64_t cache_words, TouchedCounts& touched) {
   const SweepTraits traits = sweep_traits(sweep);
   const int64_t w = std::max<int64_t>(sweep_width(sweep, shape), 1);
@@ -221,7 +227,8 @@ void check_shape(const char* where, const HeadShape& shape) {
   }
 }
 
-void check_mask(const char* where, const HeadShape& shape, const SparseSmallCacheMask& mask) {
+template <typename MaskLike>  // SparseSmallCacheMask or SparseMaskCounts
+void check_mask(const char* where, const HeadShape& shape, const MaskLike& mask) {
   if (mask.seqlen_q() != shape.seqlen_q || mask.seqlen_k() != shape.seqlen_k) {
     fail(where, ": the mask is ", mask.seqlen_q(), " x ", mask.seqlen_k(),
          ", the problem has seqlen_q ", shape.seqlen_q, ", seqlen_k ", shape.seqlen_k);
@@ -260,7 +267,7 @@ SparseSweepTiles& tiles_of(SparseSmallCacheTiles& tiles, Sweep sweep) {
 
 template <size_t N>
 SparseIo predict_sweeps(const Sweep (&sweeps)[N], const HeadShape& shape,
-                        const SparseSmallCacheMask& mask, const SparseSmallCacheTiles& tiles) {
+                        const SparseMaskCounts& mask, const SparseSmallCacheTiles& tiles) {
   SparseIo io;
   for (Sweep sweep : sweeps) io += predict_sweep(sweep, shape, mask, tiles_of(tiles, sweep));
   return io;
@@ -270,14 +277,22 @@ SparseIo predict_sweeps(const Sweep (&sweeps)[N], const HeadShape& shape,
 
 SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,
                        const SparseSweepTiles& tiles) {
+  return predict_sweep(sweep, shape, counts_of(mask), tiles);
+}
+
+SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                       const SparseSweepTiles& tiles) {
   const SweepTraits traits = sweep_traits(sweep);
   const int64_t touched = traits.transposed ? mask.touched_queries(tiles.block_rows)
                                             : mask.touched_keys(tiles.block_rows);
   return sweep_io(sweep, shape, mask, tiles, touched);
 }
 
-void check_tiles(const char* where, const HeadShape& shape, const SparseSmallCacheMask& mask,
-                 const SparseSmallCacheTiles& tiles, Pass pass) {
+namespace {
+
+template <typename MaskLike>
+void check_tiles_of(const char* where, const HeadShape& shape, const MaskLike& mask,
+                    const SparseSmallCacheTiles& tiles, Pass pass) {
   if (tiles.pass != pass) {
     fail(where, ": tiles were chosen for the ", pass_name(tiles.pass), " pass");
   }
@@ -312,6 +327,13 @@ void check_tiles(const char* where, const HeadShape& shape, const SparseSmallCac
   }
 }
 
+}  // namespace
+
+void check_tiles(const char* where, const HeadShape& shape, const SparseSmallCacheMask& mask,
+                 const SparseSmallCacheTiles& tiles, Pass pass) {
+  check_tiles_of(where, shape, mask, tiles, pass);
+}
+
 void check_room(const char* where, const io::FastMemory& fast, const SparseSmallCacheTiles& tiles) {
   const int64_t needed = sparse_small_cache_fast_words(tiles);
   const int64_t free_words = fast.capacity() - fast.resident();
@@ -343,6 +365,11 @@ int64_t sparse_small_cache_min_cache_words(Pass pass) {
 
 SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape,
                                                const SparseSmallCacheMask& mask,
+                                               int64_t cache_words, Pass pass) {
+  return sparse_small_cache_tiles(shape, counts_of(mask), cache_words, pass);
+}
+
+SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const SparseMaskCounts& mask,
                                                int64_t cache_words, Pass pass) {
   check_shape("sparse_small_cache_tiles", shape);
   check_mask("sparse_small_cache_tiles", shape, mask);
@@ -391,13 +418,25 @@ SparseIo predict_sparse_small_cache_forward(const HeadShape& shape,
                                             const SparseSmallCacheMask& mask,
                                             const SparseSmallCacheTiles& tiles) {
   check_tiles("predict_sparse_small_cache_forward", shape, mask, tiles, Pass::forward);
-  return predict_sweeps(kForwardSweeps, shape, mask, tiles);
+  return predict_sweeps(kForwardSweeps, shape, counts_of(mask), tiles);
 }
 
 SparseIo predict_sparse_small_cache_backward(const HeadShape& shape,
                                              const SparseSmallCacheMask& mask,
                                              const SparseSmallCacheTiles& tiles) {
   check_tiles("predict_sparse_small_cache_backward", shape, mask, tiles, Pass::backward);
+  return predict_sweeps(kBackwardSweeps, shape, counts_of(mask), tiles);
+}
+
+SparseIo predict_sparse_small_cache_forward(const HeadShape& shape, const SparseMaskCounts& mask,
+                                            const SparseSmallCacheTiles& tiles) {
+  check_tiles_of("predict_sparse_small_cache_forward", shape, mask, tiles, Pass::forward);
+  return predict_sweeps(kForwardSweeps, shape, mask, tiles);
+}
+
+SparseIo predict_sparse_small_cache_backward(const HeadShape& shape, const SparseMaskCounts& mask,
+                                             const SparseSmallCacheTiles& tiles) {
+  check_tiles_of("predict_sparse_small_cache_backward", shape, mask, tiles, Pass::backward);
   return predict_sweeps(kBackwardSweeps, shape, mask, tiles);
 }
 

@@ -1,0 +1,122 @@
+// The argument checks of the attention entry points (checks.hpp).
+#include "api/checks.hpp"
+
+#include <spattn/error.hpp>
+
+#include <cmath>
+#include <string>
+
+namespace spattn::api_detail {
+
+namespace {
+
+template <typename T>
+void check_rank4(const char* where, const char* name, const TensorView<T>& t) {
+  for (int i = 0; i < 4; ++i) {
+    if (t.shape[static_cast<size_t>(i)] < 0) {
+      fail(where, ": ", name, " has a negative extent ", t.shape[static_cast<size_t>(i)], " in dimension ", i);
+    }
+  }
+  if (t.data == nullptr && t.numel() > 0) fail(where, ": ", name, " has no data but ", t.numel(), " elements");
+}
+
+template <typename A, typename B>
+void check_same(const char* where, const char* what, const char* a_name, const TensorView<A>& a,
+                int a_dim, const char* b_name, const TensorView<B>& b, int b_dim) {
+  const int64_t x = a.shape[static_cast<size_t>(a_dim)];
+  const int64_t y = b.shape[static_cast<size_t>(b_dim)];
+  if (x != y) fail(where, ": ", a_name, " has ", what, " ", x, ", ", b_name, " has ", y);
+}
+
+template <typename T>
+void per_query(const char* where, const char* name, const TensorView<T>& t, const TensorView<const float>& q) {
+  check_rank4(where, name, t);
+  check_same(where, "batch", name, t, 0, "q", q, 0);
+  check_same(where, "heads", name, t, 1, "q", q, 1);
+  check_same(where, "seqlen", name, t, 2, "q", q, 2);
+}
+
+template <typename T>
+void lse_shape(const char* where, const TensorView<T>& lse, const TensorView<const float>& q) {
+  per_query(where, "lse", lse, q);
+  if (lse.head_dim() != 1) fail(where, ": lse must have last extent 1, has ", lse.head_dim());
+}
+
+}  // namespace
+
+bounds::DenseShape check_qkv(const char* where, const TensorView<const float>& q,
+                             const TensorView<const float>& k, const TensorView<const float>& v) {
+  check_rank4(where, "q", q);
+  check_rank4(where, "k", k);
+  check_rank4(where, "v", v);
+  check_same(where, "batch", "k", k, 0, "q", q, 0);
+  check_same(where, "batch", "v", v, 0, "q", q, 0);
+  check_same(where, "heads", "v", v, 1, "k", k, 1);
+  check_same(where, "head_dim", "k", k, 3, "q", q, 3);
+  check_same(where, "seqlen", "v", v, 2, "k", k, 2);
+  if (k.heads() == 0 ? q.heads() != 0 : q.heads() % k.heads() != 0) {
+    fail(where, ": q has ", q.heads(), " heads, not a multiple of k's ", k.heads(), " heads");
+  }
+  return {q.seqlen(), k.seqlen(), q.head_dim(), v.head_dim()};
+}
+
+void check_per_query(const char* where, const char* name, const TensorView<const float>& t,
+                     const TensorView<const float>& q) {
+  per_query(where, name, t, q);
+}
+void check_per_query(const char* where, const char* name, const TensorView<float>& t,
+                     const TensorView<const float>& q) {
+  per_query(where, name, t, q);
+}
+
+void check_value_dim(const char* where, const char* name, int64_t head_dim, const TensorView<const float>& v) {
+  if (head_dim != v.head_dim()) fail(where, ": ", name, " has head_dim ", head_dim, ", v has ", v.head_dim());
+}
+
+void check_lse(const char* where, const TensorView<const float>& lse, const TensorView<const float>& q) {
+  lse_shape(where, lse, q);
+}
+void check_lse(const char* where, const TensorView<float>& lse, const TensorView<const float>& q) {
+  lse_shape(where, lse, q);
+}
+
+void check_gradient(const char* where, const char* name, const TensorView<float>& grad,
+                    const TensorView<const float>& input) {
+  check_rank4(where, name, grad);
+  for (int dim = 0; dim < 4; ++dim) {
+    if (grad.shape[static_cast<size_t>(dim)] != input.shape[static_cast<size_t>(dim)]) {
+      fail(where, ": ", name, " has extent ", grad.shape[static_cast<size_t>(dim)], " in dimension ", dim,
+           ", its input has ", input.shape[static_cast<size_t>(dim)]);
+    }
+  }
+}
+
+void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head,
+                 const TensorView<const float>& q, const TensorView<const float>& k) {
+  if (per_head && static_cast<int64_t>(masks.size()) != q.heads()) {
+    fail(where, ": masks has ", masks.size(), " masks, q has ", q.heads(),
+         " heads (one mask per query head)");
+  }
+  for (size_t h = 0; h < masks.size(); ++h) {
+    const Mask& mask = masks[h];
+    if (mask.seqlen_q() != q.seqlen() || mask.seqlen_k() != k.seqlen()) {
+      const std::string name = per_head ? "masks[" + std::to_string(h) + "]" : std::string("mask");
+      fail(where, ": ", name, " is ", mask.seqlen_q(), " x ", mask.seqlen_k(), ", but q has seqlen ",
+           q.seqlen(), " and k has seqlen ", k.seqlen());
+    }
+  }
+}
+
+double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim) {
+  const double scale = options.scale.value_or(
+      head_dim > 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0);
+  if (!std::isfinite(scale)) fail(where, ": scale = ", scale, " must be finite");
+  return scale;
+}
+
+int64_t resolve_cache(const char* where, const AttentionOptions& options) {
+  if (options.cache_words < 0) fail(where, ": cache_words = ", options.cache_words, " must be >= 0");
+  return options.cache_words == 0 ? default_cache_words() : options.cache_words;
+}
+
+}  // namespace spattn::api_detail

@@ -1,0 +1,41 @@
+// The argument checks of the public attention entry points (attention.hpp): every message names
+// the entry point, the argument and the values ("attention_backward: d_o has seqlen 63, q has 64").
+// They run before anything is planned or written.
+#pragma once
+
+#include <spattn/attention.hpp>
+#include <spattn/bounds.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace spattn::api_detail {
+
+// The q, k, v checks shared by both passes (heads a multiple of k's heads: grouped-query
+// attention); returns the per-head shape.
+bounds::DenseShape check_qkv(const char* where, const TensorView<const float>& q,
+                             const TensorView<const float>& k, const TensorView<const float>& v);
+
+// `t` is rank 4 with q's batch, heads and seqlen (the outputs and the per-query inputs).
+void check_per_query(const char* where, const char* name, const TensorView<const float>& t,
+                     const TensorView<const float>& q);
+void check_per_query(const char* where, const char* name, const TensorView<float>& t,
+                     const TensorView<const float>& q);
+// `t`'s head_dim equals v's (o and d_o).
+void check_value_dim(const char* where, const char* name, int64_t head_dim, const TensorView<const float>& v);
+// lse has q's batch, heads and seqlen and a last extent of 1.
+void check_lse(const char* where, const TensorView<const float>& lse, const TensorView<const float>& q);
+void check_lse(const char* where, const TensorView<float>& lse, const TensorView<const float>& q);
+// A gradient has exactly the shape of its input.
+void check_gradient(const char* where, const char* name, const TensorView<float>& grad,
+                    const TensorView<const float>& input);
+
+// One mask for all heads (`masks` of size 1, named "mask") or one per query head (named
+// "masks[h]"): each seqlen_q x seqlen_k.
+void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head,
+                 const TensorView<const float>& q, const TensorView<const float>& k);
+
+double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim);
+int64_t resolve_cache(const char* where, const AttentionOptions& options);
+
+}  // namespace spattn::api_detail

@@ -1,0 +1,121 @@
+// Grouped-query attention's dK, dV sums over each group's query heads (kv_reduction.hpp).
+#include "api/kv_reduction.hpp"
+
+#include "api/head_views.hpp"
+#include "cpu/workers.hpp"
+
+#include <spattn/error.hpp>
+
+#include <algorithm>
+#include <utility>
+
+namespace spattn::api_detail {
+
+namespace {
+
+// The tile every sum uses: as wide as fits (a whole row when 2 w <= M), then as many rows.
+struct SumTile {
+  int64_t rows = 1;
+  int64_t cols = 1;
+};
+SumTile sum_tile(int64_t rows, int64_t cols, int64_t cache_words) {
+  SumTile tile;
+  tile.cols = std::clamp<int64_t>(cache_words / 2, 1, std::max<int64_t>(cols, 1));
+  tile.rows = std::clamp<int64_t>(cache_words / (2 * tile.cols), 1, std::max<int64_t>(rows, 1));
+  return tile;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t tiles_of(const KvSum& sum, const SumTile& tile) {
+  return ceil_div(sum.dst.rows(), tile.rows) * ceil_div(sum.dst.cols(), tile.cols);
+}
+
+}  // namespace
+
+KvGradientSlots::KvGradientSlots(const TensorView<float>& dk, const TensorView<float>& dv, int64_t heads,
+                                 int64_t group)
+    : dk_(dk), dv_(dv), group_(group), extra_(heads - heads / group) {
+  const auto slots = static_cast<size_t>(dk.batch() * extra_);
+  dk_scratch_.resize(slots * static_cast<size_t>(dk.seqlen() * dk.head_dim()));
+  dv_scratch_.resize(slots * static_cast<size_t>(dv.seqlen() * dv.head_dim()));
+}
+
+std::vector<KvSum> KvGradientSlots::sums() {
+  std::vector<KvSum> list;
+  if (group_ == 1) return list;
+  for (int64_t b = 0; b < dk_.batch(); ++b) {
+    for (int64_t g = 0; g < dk_.heads(); ++g) {
+      KvSum dk_sum{io::Operand::dk, head_matrix(dk_, b, g), {}};
+      KvSum dv_sum{io::Operand::dv, head_matrix(dv_, b, g), {}};
+      for (int64_t h = g * group_ + 1; h < (g + 1) * group_; ++h) {
+        dk_sum.parts.push_back(dk(b, h));
+        dv_sum.parts.push_back(dv(b, h));
+      }
+      list.push_back(std::move(dk_sum));
+      list.push_back(std::move(dv_sum));
+    }
+  }
+  return list;
+}
+
+io::SlowMatrix<float> KvGradientSlots::slot(const TensorView<float>& out, std::vector<float>& scratch, int64_t b,
+                                            int64_t h) {
+  if (h % group_ == 0) return head_matrix(out, b, h / group_);
+  const int64_t index = b * extra_ + (h / group_) * (group_ - 1) + h % group_ - 1;
+  const int64_t size = out.seqlen() * out.head_dim();
+  return io::SlowMatrix<float>::dense(scratch.data() + index * size, out.seqlen(), out.head_dim());
+}
+
+KvSumWords predict_kv_sums(const std::vector<KvSum>& sums) {
+  KvSumWords words;
+  for (const KvSum& sum : sums) {
+    const int64_t size = sum.dst.rows() * sum.dst.cols();
+    words.reads += (1 + static_cast<int64_t>(sum.parts.size())) * size;
+    words.writes += size;
+  }
+  return words;
+}
+
+void sum_kv_gradients(const std::vector<KvSum>& sums, int64_t cache_words, int threads, io::Ledger* ledger) {
+  if (cache_words < 2) fail("grouped-query dK/dV sum: M = ", cache_words, " words, needs at least 2");
+  // Items: (sum, tile) pairs in order; each sum has its own tile grid (dK and dV differ in width).
+  // The buffers hold the largest tile (not M / 2 words: M may be far larger than the gradients).
+  std::vector<int64_t> first_item(sums.size() + 1, 0);
+  int64_t buffer_words = 0;
+  for (size_t s = 0; s < sums.size(); ++s) {
+    const SumTile tile = sum_tile(sums[s].dst.rows(), sums[s].dst.cols(), cache_words);
+    first_item[s + 1] = first_item[s] + tiles_of(sums[s], tile);
+    buffer_words = std::max(buffer_words, tile.rows * tile.cols);
+  }
+  const int64_t num_items = first_item.back();
+  if (num_items == 0) return;
+  const int workers = static_cast<int>(std::clamp<int64_t>(num_items, 1, std::max(threads, 1)));
+  cpu::WorkerMemories memories(workers, cache_words, ledger, "grouped-query dK/dV sum");
+  cpu::run_workers(workers, [&](int worker) {
+    io::FastMemory& fast = memories[worker];
+    auto total = fast.allocate<float>(buffer_words, "sum tile");
+    auto part = fast.allocate<float>(buffer_words, "partial tile");
+    size_t s = 0;
+    cpu::for_each_item(worker, workers, num_items, [&](int64_t item) {
+      while (first_item[s + 1] <= item) ++s;
+      const KvSum& sum = sums[s];
+      const int64_t rows = sum.dst.rows(), cols = sum.dst.cols();
+      const SumTile tile = sum_tile(rows, cols, cache_words);
+      const int64_t col_tiles = ceil_div(cols, tile.cols);
+      const int64_t index = item - first_item[s];
+      const int64_t r0 = (index / col_tiles) * tile.rows, c0 = (index % col_tiles) * tile.cols;
+      const int64_t tile_rows = std::min(tile.rows, rows - r0), tile_cols = std::min(tile.cols, cols - c0);
+      const int64_t count = tile_rows * tile_cols;
+      fast.load(sum.operand, sum.dst, r0, c0, tile_rows, tile_cols, total, 0, tile_cols);
+      for (const auto& source : sum.parts) {
+        fast.load(sum.operand, source, r0, c0, tile_rows, tile_cols, part, 0, tile_cols);
+        for (int64_t i = 0; i < count; ++i) total[i] += part[i];
+      }
+      fast.store(sum.operand, total, 0, tile_cols, sum.dst, r0, c0, tile_rows, tile_cols);
+    });
+  });
+  memories.merge_ledgers();
+}
+
+}  // namespace spattn::api_detail

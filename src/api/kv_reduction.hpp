@@ -1,0 +1,63 @@
+// Grouped-query attention's dK and dV: a kv head's gradient is the sum over the query heads of
+// its group. The backward schedules compute one query head's dK, dV each (the first head of a
+// group into the caller's dk / dv, the others into slow-memory scratch); this adds them up, in
+// the group's head order, through fast memory, so the words are counted and predicted like every
+// other move:
+//
+//   per kv head and gradient of width w (d for dK, e for dV):
+//     reads  group * seqlen_k * w     the first head's partial (in dk / dv) and the others'
+//     writes seqlen_k * w             the sum, over the first head's partial
+//
+// Tiles of rows x cols (two buffers: the sum and one partial, 2 rows cols <= M) are split over a
+// team of workers, each tile summed by one worker in the fixed head order: the bits are the same
+// for any number of workers.
+#pragma once
+
+#include <spattn/io.hpp>
+#include <spattn/tensor.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace spattn::api_detail {
+
+// dst = dst + parts[0] + parts[1] + ..., all of dst's shape.
+struct KvSum {
+  io::Operand operand = io::Operand::dk;  // what the words are booked as
+  io::SlowMatrix<float> dst;
+  std::vector<io::SlowMatrix<float>> parts;  // scratch the schedules wrote
+};
+
+// Where the backward's per-query-head dK, dV go: the first query head of each kv group writes the
+// caller's dk / dv, the others slow-memory scratch owned here ((heads - kv_heads) x batch x
+// seqlen_k x (d + d_v) floats; none for multi-head attention, group == 1).
+class KvGradientSlots {
+ public:
+  KvGradientSlots(const TensorView<float>& dk, const TensorView<float>& dv, int64_t heads, int64_t group);
+  io::SlowMatrix<float> dk(int64_t b, int64_t h) { return slot(dk_, dk_scratch_, b, h); }
+  io::SlowMatrix<float> dv(int64_t b, int64_t h) { return slot(dv_, dv_scratch_, b, h); }
+  // The sums giving dK and dV of every (batch, kv head), parts in query-head order; empty when
+  // group == 1.
+  std::vector<KvSum> sums();
+
+ private:
+  io::SlowMatrix<float> slot(const TensorView<float>& out, std::vector<float>& scratch, int64_t b, int64_t h);
+
+  TensorView<float> dk_, dv_;
+  int64_t group_;
+  int64_t extra_;  // query heads per batch entry that write scratch
+  std::vector<float> dk_scratch_, dv_scratch_;
+};
+
+// The words sum_kv_gradients moves for `sums` (exact).
+struct KvSumWords {
+  int64_t reads = 0;
+  int64_t writes = 0;
+};
+KvSumWords predict_kv_sums(const std::vector<KvSum>& sums);
+
+// Runs the sums on `threads` workers with fast memories of cache_words words (at least 2),
+// counting into `ledger` when set.
+void sum_kv_gradients(const std::vector<KvSum>& sums, int64_t cache_words, int threads, io::Ledger* ledger);
+
+}  // namespace spattn::api_detail

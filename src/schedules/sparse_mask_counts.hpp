@@ -1,0 +1,53 @@
+// What the density-adaptive small-cache schedule's tile choice and exact predictions read from a
+// mask (sparse_small_cache.hpp), computed from its CSR alone: no copy and no transpose. The
+// planner prices small_cache with this, so that planning never builds the schedule's
+// SparseSmallCacheMask (a CSR copy, its transpose and per-entry positions: 3 nnz int64 words);
+// that is built only when small_cache runs.
+//
+// The distinct-column counts (touched_keys, touched_queries) walk the entries, O(nnz) each, or,
+// when the rows are made of few runs of consecutive keys (windows, blocks, documents: at most
+// nnz / 4 runs), the runs, stored once: O(runs) per count. Memory: O(seqlen_k) scratch per count,
+// plus 2 runs + seqlen_q + 1 words when runs are kept.
+#pragma once
+
+#include <sparse_formats/csr.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace spattn::schedules {
+
+class SparseMaskCounts {
+ public:
+  // `csr` must be a valid pattern (sparse_formats::validate: columns in range, strictly increasing
+  // in each row) and outlive this object. O(nnz + seqlen_q + seqlen_k).
+  explicit SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>& csr);
+
+  int64_t seqlen_q() const { return csr_.num_rows; }
+  int64_t seqlen_k() const { return csr_.num_cols; }
+  int64_t nnz() const { return nnz_; }
+  int64_t nonempty_rows() const { return nonempty_rows_; }  // query rows with an entry
+  int64_t nonempty_cols() const { return nonempty_cols_; }  // keys with an entry
+  bool uses_runs() const { return !run_ptr_.empty(); }
+
+  // Sum over blocks of `block_rows` consecutive query rows of the distinct keys their entries
+  // touch, and over blocks of `block_cols` consecutive keys of the distinct query rows touching
+  // them (= sum over query rows of the distinct key blocks their entries fall in). Equal to
+  // SparseSmallCacheMask's counts of the same name.
+  int64_t touched_keys(int64_t block_rows) const;
+  int64_t touched_queries(int64_t block_cols) const;
+
+ private:
+  int64_t touched_keys_by_entries(int64_t block_rows) const;
+  int64_t touched_keys_by_runs(int64_t block_rows) const;
+
+  sparse_formats::CsrPatternView<int64_t> csr_;
+  int64_t nnz_ = 0;
+  int64_t nonempty_rows_ = 0;
+  int64_t nonempty_cols_ = 0;
+  // Runs of consecutive keys, row by row: run r covers keys [run_begin[r], run_end[r]).
+  std::vector<int64_t> run_ptr_;  // (seqlen_q + 1), empty when the runs are not kept
+  std::vector<int64_t> run_begin_, run_end_;
+};
+
+}  // namespace spattn::schedules

@@ -1,0 +1,80 @@
+// The mask counts the planner prices small_cache with (schedules/sparse_mask_counts.hpp), read
+// from the CSR alone, against the schedule's prepared mask (copy + transpose) and by hand; both
+// ways of counting (entries, runs of consecutive keys) agree.
+#include "schedules/sparse_mask_counts.hpp"
+#include "schedules/sparse_small_cache.hpp"
+
+#include <sparse_formats/patterns.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using spattn::schedules::SparseMaskCounts;
+using spattn::schedules::SparseSmallCacheMask;
+
+TEST(SparseMaskCounts, HandCountedMask) {
+  // Rows: {0, 1, 3}, {}, {2, 3}: runs [0, 2) [3, 4) | | [2, 4).
+  const std::vector<int64_t> row_ptr = {0, 3, 3, 5}, col_idx = {0, 1, 3, 2, 3};
+  const SparseMaskCounts counts({3, 4, row_ptr.data(), col_idx.data()});
+  EXPECT_EQ(counts.nnz(), 5);
+  EXPECT_EQ(counts.nonempty_rows(), 2);
+  EXPECT_EQ(counts.nonempty_cols(), 4);
+  EXPECT_EQ(counts.touched_keys(1), 5);     // 3 + 0 + 2
+  EXPECT_EQ(counts.touched_keys(2), 3 + 2);  // rows {0, 1}: keys 0, 1, 3; row {2}: 2, 3
+  EXPECT_EQ(counts.touched_keys(3), 4);
+  EXPECT_EQ(counts.touched_queries(1), 5);  // key blocks per row: 3, 0, 2
+  EXPECT_EQ(counts.touched_queries(2), 2 + 0 + 1);
+  EXPECT_EQ(counts.touched_queries(4), 1 + 0 + 1);
+}
+
+TEST(SparseMaskCounts, EqualThePreparedMasksCountsForEveryBlockSize) {
+  const std::vector<std::string> specs = {
+      "causal", "sliding_window:w=7", "documents:lengths=30/0/40/27,causal=1", "bigbird:block=8,w=1,g=1,r=2,seed=3",
+      "random:p=0.1,seed=4", "random:p=0.6,seed=5", "sliding_window:w=3 | random:p=0.02,seed=6"};
+  bool saw_runs = false, saw_entries = false;
+  for (const std::string& spec : specs) {
+    for (const auto& [m, n] : {std::pair<int64_t, int64_t>{97, 97}, {64, 80}, {1, 1}}) {
+      if (spec.rfind("documents", 0) == 0 && m != 97) continue;  // its lengths add up to 97
+      SCOPED_TRACE(spec + " " + std::to_string(m) + " x " + std::to_string(n));
+      const auto csr = sparse_formats::make_pattern<int64_t>(sparse_formats::parse_pattern_spec(spec), m, n);
+      const SparseSmallCacheMask prepared(csr.view());
+      const SparseMaskCounts counts(csr.view());
+      (counts.uses_runs() ? saw_runs : saw_entries) = true;
+      EXPECT_EQ(counts.nnz(), prepared.nnz());
+      EXPECT_EQ(counts.nonempty_rows(), prepared.nonempty_rows());
+      EXPECT_EQ(counts.nonempty_cols(), prepared.nonempty_cols());
+      for (int64_t block = 1; block <= std::max(m, n) + 2; ++block) {
+        EXPECT_EQ(counts.touched_keys(block), prepared.touched_keys(block)) << block;
+        EXPECT_EQ(counts.touched_queries(block), prepared.touched_queries(block)) << block;
+      }
+    }
+  }
+  EXPECT_TRUE(saw_runs);
+  EXPECT_TRUE(saw_entries);
+}
+
+TEST(SparseMaskCounts, TilesAndPredictionsEqualThePreparedMasks) {
+  using namespace spattn::schedules;
+  const auto csr = sparse_formats::make_pattern<int64_t>(sparse_formats::parse_pattern_spec("sliding_window:w=5"), 57, 57);
+  const SparseSmallCacheMask prepared(csr.view());
+  const SparseMaskCounts counts(csr.view());
+  const HeadShape shape{57, 57, 16, 12};
+  for (int64_t m : {int64_t{10}, int64_t{100}, int64_t{1000}}) {
+    for (spattn::Pass pass : {spattn::Pass::forward, spattn::Pass::backward}) {
+      const auto tiles = sparse_small_cache_tiles(shape, counts, m, pass);
+      const auto prepared_tiles = sparse_small_cache_tiles(shape, prepared, m, pass);
+      EXPECT_EQ(tiles.scores, prepared_tiles.scores);
+      EXPECT_EQ(tiles.dk, prepared_tiles.dk);
+      EXPECT_EQ(tiles.dv, prepared_tiles.dv);
+      const auto predicted = pass == spattn::Pass::forward ? predict_sparse_small_cache_forward(shape, counts, tiles)
+                                                           : predict_sparse_small_cache_backward(shape, counts, tiles);
+      const auto expected = pass == spattn::Pass::forward
+                                ? predict_sparse_small_cache_forward(shape, prepared, prepared_tiles)
+                                : predict_sparse_small_cache_backward(shape, prepared, prepared_tiles);
+      EXPECT_EQ(predicted.total(), expected.total());
+      EXPECT_GT(predicted.total().total(), 0);
+    }
+  }
+}
