@@ -121,11 +121,26 @@ std::string format_real(double value, int significant) {
 
 namespace spattn::cli {
 
+bool is_matrix_market(const std::string& path) {
+  return path.size() > 4 && path.compare(path.size() - 4, 4, ".mtx") == 0;
+}
+
+sparse_formats::CsrMatrix<int64_t, float> load_csr_input(const std::string& path, const std::string& flag) {
+  sparse_formats::CsrMatrix<int64_t, double> wide;
+  try {
+    wide = sparse_formats::read_csr_mtx<int64_t>(path);
+  } catch (const sparse_formats::FormatError& error) {
+    throw sparse_formats::FormatError(flag + ": " + error.what());
+  }
+  sparse_formats::CsrMatrix<int64_t, float> csr;
+  csr.pattern = std::move(wide.pattern);
+  csr.values.assign(wide.values.begin(), wide.values.end());
+  return csr;
+}
+
 sparse_formats::CsrPattern<int64_t> load_mask(const std::string& spec_or_file, int64_t seqlen_q,
                                               int64_t seqlen_k, const std::string& flag) {
-  const bool is_file = spec_or_file.size() > 4 &&
-                       spec_or_file.compare(spec_or_file.size() - 4, 4, ".mtx") == 0;
-  if (is_file) {
+  if (is_matrix_market(spec_or_file)) {
     auto mask = sparse_formats::read_mask_mtx<int64_t>(spec_or_file);
     if (mask.num_rows != seqlen_q || mask.num_cols != seqlen_k) {
       throw sparse_formats::FormatError(

@@ -32,6 +32,11 @@ sparse_formats::CsrPattern<int64_t> load_mask(const std::string& spec_or_file, i
 Mask load_prepared_mask(const std::string& spec_or_file, int64_t seqlen_q, int64_t seqlen_k,
                         const std::string& flag);
 
+// A sparse Q, K or V named on the command line: a Matrix Market file (coordinate or array) as CSR
+// with float values (explicit zeros stay stored). File errors name the flag and the file.
+bool is_matrix_market(const std::string& path);
+sparse_formats::CsrMatrix<int64_t, float> load_csr_input(const std::string& path, const std::string& flag);
+
 // Writes a set of files into `directory` all or nothing: every file is first written into a
 // staging directory beside it, and moved into place only when all writes succeeded. On failure
 // the staging directory is removed and `directory` is left as it was.

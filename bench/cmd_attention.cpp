@@ -1,7 +1,9 @@
 // spattn attention: runs attention on tensors from .npy files and writes the results as .npy.
 //   spattn attention --q Q.npy --k K.npy --v V.npy [--do dO.npy] --mask SPEC|FILE.mtx --out DIR
 // Shapes are (seqlen, head_dim) or (batch, heads, seqlen, head_dim); K and V may have fewer heads
-// (grouped-query attention). Writes o.npy, lse.npy, and dq.npy, dk.npy, dv.npy when dO is given,
+// (grouped-query attention). Q, K and V may also be Matrix Market files (sparse inputs, one head:
+// every tensor rank 2); the scheduled algorithms then load them as CSR (sparse_inputs.hpp) and the
+// command reports Z_input. Writes o.npy, lse.npy, and dq.npy, dk.npy, dv.npy when dO is given,
 // all or nothing.
 #include "cli_support.hpp"
 #include "commands.hpp"
@@ -9,8 +11,10 @@
 #include <spattn/attention.hpp>
 #include <spattn/plan.hpp>
 #include <spattn/reference.hpp>
+#include <spattn/sparse_inputs.hpp>
 #include <spattn/tensor.hpp>
 
+#include <sparse_formats/convert.hpp>
 #include <sparse_formats/npy.hpp>
 
 #include <cmath>
@@ -31,13 +35,24 @@ struct AttentionCommand {
   bool io = false;
 };
 
+// A tensor as read, in double; a Matrix Market input is kept as CSR too (float values, as the
+// schedules load it) and densified for the reference.
 struct LoadedTensor {
   sparse_formats::NpyArrayT<double> array;
   TensorView<const double> view;
+  std::optional<sparse_formats::CsrMatrix<int64_t, float>> csr;
 };
 
 LoadedTensor load_tensor(const std::string& path, const std::string& flag) {
-  LoadedTensor tensor{sparse_formats::read_npy<double>(path), {}};
+  LoadedTensor tensor;
+  if (is_matrix_market(path)) {
+    tensor.csr = load_csr_input(path, flag);
+    const auto wide = sparse_formats::csr_to_dense(tensor.csr->view());
+    tensor.array.data.assign(wide.begin(), wide.end());
+    tensor.array.shape = {tensor.csr->num_rows(), tensor.csr->num_cols()};
+  } else {
+    tensor.array = sparse_formats::read_npy<double>(path);
+  }
   const auto& shape = tensor.array.shape;
   if (shape.size() == 2) {
     tensor.view = TensorView<const double>::matrix(tensor.array.data.data(), shape[0], shape[1]);
@@ -71,6 +86,19 @@ void write_output(StagedDirectory& out, const std::string& name, const std::vect
   }
 }
 
+spattn::AttentionOptions api_options(const AttentionCommand& options, double scale) {
+  spattn::AttentionOptions api;
+  api.algorithm = parse_algorithm(options.algorithm);
+  api.scale = scale;
+  api.cache_words = options.cache_words;
+  return api;
+}
+
+// With --io: the plan and the counted ledger of one pass.
+void report_io(const AttentionCommand& options, const Plan& plan, const char* pass, const io::Ledger& ledger) {
+  if (options.io) std::cout << plan.to_string() << "counted (" << pass << "):\n" << ledger.report() << '\n';
+}
+
 struct ScheduledResult {
   reference::ForwardResult forward;
   std::optional<reference::BackwardResult> backward;
@@ -92,19 +120,14 @@ ScheduledResult run_schedule(const AttentionCommand& options, const LoadedTensor
   std::vector<float> of(static_cast<size_t>(rows * v.view.head_dim())), lsef(static_cast<size_t>(rows));
   const auto ov = view(of, q.view, v.view.head_dim()), lsev = view(lsef, q.view, 1);
 
-  spattn::AttentionOptions api;
-  api.algorithm = parse_algorithm(options.algorithm);
-  api.scale = scale;
-  api.cache_words = options.cache_words;
+  spattn::AttentionOptions api = api_options(options, scale);
   io::Ledger forward_ledger, backward_ledger;
   if (options.io) api.ledger = &forward_ledger;
   const Plan forward_plan = attention_forward(qv, kv, vv, ov, lsev, mask, api);
   ScheduledResult result;
   result.forward.o.assign(of.begin(), of.end());
   result.forward.lse.assign(lsef.begin(), lsef.end());
-  if (options.io) {
-    std::cout << forward_plan.to_string() << "counted (forward):\n" << forward_ledger.report() << '\n';
-  }
+  report_io(options, forward_plan, "forward", forward_ledger);
   if (!d_o) return result;
 
   std::vector<float> dof = narrow(*d_o);
@@ -115,10 +138,73 @@ ScheduledResult run_schedule(const AttentionCommand& options, const LoadedTensor
                                                 view(dkf, k.view, k.view.head_dim()),
                                                 view(dvf, v.view, v.view.head_dim()), mask, api);
   result.backward = reference::BackwardResult{{dqf.begin(), dqf.end()}, {dkf.begin(), dkf.end()}, {dvf.begin(), dvf.end()}};
-  if (options.io) {
-    std::cout << backward_plan.to_string() << "counted (backward):\n" << backward_ledger.report() << '\n';
-  }
+  report_io(options, backward_plan, "backward", backward_ledger);
   return result;
+}
+
+// A loaded tensor as a one-head input of sparse_inputs.hpp (float; CSR when it came from .mtx).
+struct FloatInput {
+  std::vector<float> dense;
+  AttentionInput input;
+};
+FloatInput float_input(const LoadedTensor& t) {
+  FloatInput in;
+  if (t.csr) {
+    in.input = AttentionInput::csr(t.csr->view());
+  } else {
+    in.dense.assign(t.array.data.begin(), t.array.data.end());
+    in.input = AttentionInput::dense(TensorView<const float>::matrix(in.dense.data(), t.view.seqlen(), t.view.head_dim()));
+  }
+  return in;
+}
+
+std::string describe(const char* name, const AttentionInput& input) {
+  const double area = static_cast<double>(input.seqlen()) * static_cast<double>(input.head_dim());
+  return std::string(name) + (input.is_csr() ? " CSR " : " dense ") + std::to_string(input.seqlen()) + " x " +
+         std::to_string(input.head_dim()) + ", " + std::to_string(input.nnz()) + " stored (density " +
+         format_real(area > 0 ? static_cast<double>(input.nnz()) / area : 0.0) + ")";
+}
+
+// The sparse-input path: one head, CSR inputs loaded as CSR by the schedules.
+ScheduledResult run_sparse_schedule(const AttentionCommand& options, const LoadedTensor& q,
+                                    const LoadedTensor& k, const LoadedTensor& v,
+                                    const std::optional<LoadedTensor>& d_o, const Mask& mask, double scale) {
+  const FloatInput qf = float_input(q), kf = float_input(k), vf = float_input(v);
+  const AttentionInputs inputs{qf.input, kf.input, vf.input};
+  const int64_t m = q.view.seqlen(), e = v.view.head_dim();
+  std::vector<float> of(static_cast<size_t>(m * e)), lsef(static_cast<size_t>(m));
+  const auto ov = TensorView<float>::matrix(of.data(), m, e), lsev = TensorView<float>::matrix(lsef.data(), m, 1);
+  spattn::AttentionOptions api = api_options(options, scale);
+  io::Ledger forward_ledger, backward_ledger;
+  if (options.io) api.ledger = &forward_ledger;
+  const Plan forward_plan = attention_forward(inputs, ov, lsev, mask, api);
+  report_io(options, forward_plan, "forward", forward_ledger);
+  ScheduledResult result;
+  result.forward.o.assign(of.begin(), of.end());
+  result.forward.lse.assign(lsef.begin(), lsef.end());
+  if (!d_o) return result;
+
+  const std::vector<float> dof(d_o->array.data.begin(), d_o->array.data.end());
+  const int64_t n = k.view.seqlen(), d = q.view.head_dim();
+  std::vector<float> dqf(static_cast<size_t>(m * d)), dkf(static_cast<size_t>(n * d)), dvf(static_cast<size_t>(n * e));
+  if (options.io) api.ledger = &backward_ledger;
+  const Plan backward_plan = attention_backward(
+      inputs, TensorView<const float>::matrix(of.data(), m, e), TensorView<const float>::matrix(lsef.data(), m, 1),
+      TensorView<const float>::matrix(dof.data(), d_o->view.seqlen(), d_o->view.head_dim()),
+      TensorView<float>::matrix(dqf.data(), m, d), TensorView<float>::matrix(dkf.data(), n, d),
+      TensorView<float>::matrix(dvf.data(), n, e), mask, api);
+  report_io(options, backward_plan, "backward", backward_ledger);
+  result.backward = reference::BackwardResult{{dqf.begin(), dqf.end()}, {dkf.begin(), dkf.end()}, {dvf.begin(), dvf.end()}};
+  return result;
+}
+
+// "inputs: q CSR 97 x 16, 306 stored (density 0.197); ..." and Z_input, for inputs from .mtx.
+void report_inputs(const LoadedTensor& q, const LoadedTensor& k, const LoadedTensor& v) {
+  const FloatInput qf = float_input(q), kf = float_input(k), vf = float_input(v);
+  const AttentionInputs inputs{qf.input, kf.input, vf.input};
+  std::cout << "inputs: " << describe("q", inputs.q) << "; " << describe("k", inputs.k) << "; "
+            << describe("v", inputs.v) << "\nZ_input = (nnz(Q) + nnz(K)) / 2 = " << format_real(inputs.z_input(), 12)
+            << '\n';
 }
 
 void run_attention(const AttentionCommand& options) {
@@ -135,6 +221,11 @@ void run_attention(const AttentionCommand& options) {
   if (!std::isfinite(scale)) throw UsageError("--scale: must be finite");
   const auto mask = load_mask(options.mask, q.view.seqlen(), k.view.seqlen(), "--mask");
   const reference::MaskList<int64_t> masks{mask.view()};
+  const bool sparse = q.csr || k.csr || v.csr;
+  if (sparse && q.array.shape.size() != 2) {
+    throw UsageError("--q, --k, --v: Matrix Market inputs are one head: every tensor must be rank 2");
+  }
+  if (sparse) report_inputs(q, k, v);
 
   // Compute everything before writing anything.
   reference::ForwardResult forward;
@@ -144,7 +235,8 @@ void run_attention(const AttentionCommand& options) {
     if (d_o) backward = reference::backward<int64_t>(q.view, k.view, v.view, d_o->view, masks, scale);
   } else {
     const Mask prepared = Mask::from_csr(sparse_formats::CsrPattern<int64_t>(mask), "--mask");
-    const auto scheduled = run_schedule(options, q, k, v, d_o, prepared, scale);
+    const auto scheduled = sparse ? run_sparse_schedule(options, q, k, v, d_o, prepared, scale)
+                                  : run_schedule(options, q, k, v, d_o, prepared, scale);
     forward = scheduled.forward;
     backward = scheduled.backward;
   }
@@ -167,9 +259,9 @@ void run_attention(const AttentionCommand& options) {
 void register_attention(CLI::App& app) {
   auto options = std::make_shared<AttentionCommand>();
   CLI::App* cmd = app.add_subcommand("attention", "Run attention on .npy tensors, write .npy results");
-  cmd->add_option("--q", options->q, "Queries: (seqlen_q, head_dim) or (batch, heads, seqlen_q, head_dim)")->required();
-  cmd->add_option("--k", options->k, "Keys: (seqlen_k, head_dim) or (batch, kv_heads, seqlen_k, head_dim)")->required();
-  cmd->add_option("--v", options->v, "Values: (seqlen_k, head_dim_v) or (batch, kv_heads, seqlen_k, head_dim_v)")->required();
+  cmd->add_option("--q", options->q, "Queries: (seqlen_q, head_dim) or (batch, heads, seqlen_q, head_dim) .npy, or a sparse .mtx")->required();
+  cmd->add_option("--k", options->k, "Keys: (seqlen_k, head_dim) or (batch, kv_heads, seqlen_k, head_dim) .npy, or a sparse .mtx")->required();
+  cmd->add_option("--v", options->v, "Values: (seqlen_k, head_dim_v) or (batch, kv_heads, seqlen_k, head_dim_v) .npy, or a sparse .mtx")->required();
   cmd->add_option("--do", options->d_o, "Output gradient dO (same shape as O); when given, writes dq, dk, dv");
   cmd->add_option("--mask", options->mask, "A PATTERN-SPEC (e.g. causal, sliding_window:w=128) or a .mtx file")->required();
   cmd->add_option("--scale", options->scale, "Softmax scale (default 1/sqrt(head_dim))");

@@ -1,15 +1,22 @@
-// spattn plan / spattn bound: the planner's choice and the lower bounds for a dense problem.
-//   spattn plan --n 1024 --d 64 --cache-words 4096 [--pass both] [--algorithm auto]
+// spattn plan / spattn bound: the planner's choice and the lower bounds.
+//   spattn plan --n 1024 --d 64 --cache-words 4096 [--pass both] [--algorithm auto] [--mask SPEC]
 //   spattn bound --n 1024 --d 64 --cache-words 4096
+// With sparse inputs (--q / --k / --v FILE.mtx, each optional; one head) the shapes come from the
+// files, the plan predicts each algorithm exactly for those CSR inputs, and both commands use
+// Z_input = (nnz(Q) + nnz(K)) / 2.
 #include "cli_support.hpp"
 #include "commands.hpp"
 
 #include <spattn/bounds.hpp>
 #include <spattn/plan.hpp>
+#include <spattn/sparse_inputs.hpp>
 
+#include <array>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <vector>
 
 namespace spattn::cli {
 
@@ -26,6 +33,7 @@ struct ShapeFlags {
   std::string algorithm = "auto";
   std::string mask = "full";
   bool search_switch = false;
+  std::array<std::string, 3> inputs;  // --q, --k, --v: sparse inputs (.mtx), each optional
 
   bounds::DenseShape shape() const {
     return {seqlen_q, seqlen_k > 0 ? seqlen_k : seqlen_q, head_dim,
@@ -50,22 +58,93 @@ void add_shape_flags(CLI::App* cmd, ShapeFlags& flags) {
       ->check(at_least(1))->capture_default_str();
 }
 
+void add_input_flags(CLI::App* cmd, ShapeFlags& flags) {
+  cmd->add_option("--q", flags.inputs[0], "Sparse queries (seqlen_q x head_dim .mtx); sets --n and --d");
+  cmd->add_option("--k", flags.inputs[1], "Sparse keys (seqlen_k x head_dim .mtx); sets --seqlen-k and --d");
+  cmd->add_option("--v", flags.inputs[2], "Sparse values (seqlen_k x head_dim_v .mtx); sets --seqlen-k and --head-dim-v");
+}
+
+// The one-head inputs named by --q / --k / --v: those given as CSR from their files, the others
+// dense (zeros: only their shapes matter to a plan or a bound) of the shape the files and flags
+// imply. A shape flag given explicitly must agree with the files.
+class PlanInputs {
+ public:
+  PlanInputs(const ShapeFlags& flags, const CLI::App& cmd) {
+    const char* names[3] = {"--q", "--k", "--v"};
+    for (int i = 0; i < 3; ++i) {
+      if (flags.inputs[static_cast<size_t>(i)].empty()) continue;
+      if (!is_matrix_market(flags.inputs[static_cast<size_t>(i)])) {
+        throw UsageError(std::string(names[i]) + ": '" + flags.inputs[static_cast<size_t>(i)] + "' is not a .mtx file");
+      }
+      csr_[static_cast<size_t>(i)] = load_csr_input(flags.inputs[static_cast<size_t>(i)], names[i]);
+    }
+    const auto rows = [&](int i) { return csr_[static_cast<size_t>(i)]->num_rows(); };
+    const auto cols = [&](int i) { return csr_[static_cast<size_t>(i)]->num_cols(); };
+    shape_ = flags.shape();
+    if (given(0)) shape_.seqlen_q = pick(cmd, "--n", flags.seqlen_q, rows(0), "--q");
+    if (given(0) || given(1)) shape_.head_dim = pick(cmd, "--d", flags.head_dim, given(0) ? cols(0) : cols(1), given(0) ? "--q" : "--k");
+    if (given(1) || given(2)) {
+      shape_.seqlen_k = pick(cmd, "--seqlen-k", flags.seqlen_k, given(1) ? rows(1) : rows(2), given(1) ? "--k" : "--v");
+    } else if (given(0) && cmd.count("--seqlen-k") == 0) {
+      shape_.seqlen_k = shape_.seqlen_q;
+    }
+    // Only K or V given: a square problem unless --n says otherwise.
+    if (!given(0) && (given(1) || given(2)) && cmd.count("--n") == 0) shape_.seqlen_q = shape_.seqlen_k;
+    shape_.head_dim_v = given(2) ? pick(cmd, "--head-dim-v", flags.head_dim_v, cols(2), "--v")
+                                 : (cmd.count("--head-dim-v") > 0 && flags.head_dim_v > 0 ? flags.head_dim_v : shape_.head_dim);
+    const int64_t extents[3][2] = {{shape_.seqlen_q, shape_.head_dim}, {shape_.seqlen_k, shape_.head_dim},
+                                   {shape_.seqlen_k, shape_.head_dim_v}};
+    AttentionInput* slots[3] = {&inputs_.q, &inputs_.k, &inputs_.v};
+    for (size_t i = 0; i < 3; ++i) {
+      if (csr_[i]) {
+        *slots[i] = AttentionInput::csr(csr_[i]->view());
+      } else {
+        dense_[i].assign(static_cast<size_t>(extents[i][0] * extents[i][1]), 0.0f);
+        *slots[i] = AttentionInput::dense(TensorView<const float>::matrix(dense_[i].data(), extents[i][0], extents[i][1]));
+      }
+    }
+  }
+  PlanInputs(const PlanInputs&) = delete;
+  PlanInputs& operator=(const PlanInputs&) = delete;
+
+  bool any() const { return given(0) || given(1) || given(2); }
+  const bounds::DenseShape& shape() const { return shape_; }
+  const AttentionInputs& inputs() const { return inputs_; }
+
+ private:
+  bool given(int i) const { return csr_[static_cast<size_t>(i)].has_value(); }
+  // The extent a file sets; an explicit flag must say the same.
+  static int64_t pick(const CLI::App& cmd, const char* flag, int64_t flag_value, int64_t file_value,
+                      const char* file_flag) {
+    if (cmd.count(flag) > 0 && flag_value != file_value) {
+      throw UsageError(std::string(flag) + " = " + std::to_string(flag_value) + " disagrees with " + file_flag +
+                       ", whose file gives " + std::to_string(file_value));
+    }
+    return file_value;
+  }
+
+  std::array<std::optional<sparse_formats::CsrMatrix<int64_t, float>>, 3> csr_;
+  std::array<std::vector<float>, 3> dense_;
+  bounds::DenseShape shape_;
+  AttentionInputs inputs_;
+};
+
 std::vector<Pass> passes(const std::string& pass) {
   if (pass == "fwd") return {Pass::forward};
   if (pass == "bwd") return {Pass::backward};
   return {Pass::forward, Pass::backward};
 }
 
-void print_sparse_bound(const ShapeFlags& flags, const Mask& mask) {
-  const auto shape = flags.shape();
+// z_input: the inputs' (nnz(Q) + nnz(K)) / 2 (for dense inputs (seqlen_q + seqlen_k) d / 2).
+void print_sparse_bound(const ShapeFlags& flags, const bounds::DenseShape& shape, const Mask& mask,
+                        double z_input) {
   const auto m = static_cast<double>(flags.cache_words);
-  const double z_input = 0.5 * static_cast<double>(shape.seqlen_q + shape.seqlen_k) * static_cast<double>(shape.head_dim);
   const auto z_qk = static_cast<double>(mask.nnz());
   const auto b = bounds::sparse(z_input, z_qk, m);
   std::printf("sparse bound (forward and backward; a worst case over masks of this Z_QK) for mask %s,\n"
               "seqlen_q %lld, seqlen_k %lld, head_dim %lld, M %lld words:\n"
               "  Z_QK (attended pairs): %.0f (density %.4g)\n"
-              "  Z_input = (nnz(Q) + nnz(K)) / 2: %.0f\n"
+              "  Z_input = (nnz(Q) + nnz(K)) / 2: %.10g\n"
               "  large-cache branch Z_input^2 / M: %.6g words\n"
               "  small-cache branch Z_input sqrt(Z_QK) / sqrt(M): %.6g words\n"
               "  bound (the minimum, %s): %.6g words\n"
@@ -111,11 +190,22 @@ void register_plan(CLI::App& app) {
   plan->add_option("--algorithm", flags->algorithm, "auto, flash or small_cache")
       ->check(CLI::IsMember({"auto", "flash", "small_cache"}))->capture_default_str();
   add_mask_flag(plan, *flags);
+  add_input_flags(plan, *flags);
   plan->add_flag("--switch", flags->search_switch,
                  "Search the M at which the choice changes (always done for the full mask)");
-  plan->callback([flags] {
-    const auto shape = flags->shape();
+  plan->callback([flags, plan] {
+    const PlanInputs files(*flags, *plan);
+    const auto shape = files.shape();
     const Mask mask = load_prepared_mask(flags->mask, shape.seqlen_q, shape.seqlen_k, "--mask");
+    if (files.any()) {
+      if (flags->heads != 1) throw UsageError("--heads: sparse inputs (--q/--k/--v) are one head");
+      if (flags->search_switch) std::cout << "note: --switch is not searched with sparse inputs\n";
+      for (Pass pass : passes(flags->pass)) {
+        std::cout << plan_attention(files.inputs(), mask, flags->cache_words, pass, parse_algorithm(flags->algorithm))
+                         .to_string();
+      }
+      return;
+    }
     for (Pass pass : passes(flags->pass)) {
       std::cout << plan_attention(shape, mask, flags->cache_words, pass,
                                   parse_algorithm(flags->algorithm), flags->heads, flags->search_switch)
@@ -129,13 +219,15 @@ void register_plan(CLI::App& app) {
   bound->add_option("--pass", bound_flags->pass, "fwd, bwd or both")
       ->check(CLI::IsMember({"fwd", "bwd", "both"}))->capture_default_str();
   add_mask_flag(bound, *bound_flags);
-  bound->callback([bound_flags] {
-    const auto shape = bound_flags->shape();
+  add_input_flags(bound, *bound_flags);
+  bound->callback([bound_flags, bound] {
+    const PlanInputs files(*bound_flags, *bound);
+    const auto shape = files.shape();
     const Mask mask = load_prepared_mask(bound_flags->mask, shape.seqlen_q, shape.seqlen_k, "--mask");
-    if (mask.is_full()) {
+    if (mask.is_full() && !files.any()) {
       print_bound(*bound_flags);
     } else {
-      print_sparse_bound(*bound_flags, mask);
+      print_sparse_bound(*bound_flags, shape, mask, files.inputs().z_input());
     }
   });
 }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -180,4 +181,129 @@ TEST_F(CliTest, PlanAndBoundPrintTheirParts) {
   r = run("plan --n 64 --d 64 --cache-words 100 --algorithm flash --pass bwd");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("387"), std::string::npos) << r.output;
+}
+
+// ---- Sparse inputs (Matrix Market Q, K, V) ------------------------------------------------------
+
+namespace {
+
+// All numbers "<prefix> N" in `text` (N an integer).
+std::vector<long long> numbers_after(const std::string& text, const std::string& prefix) {
+  std::vector<long long> found;
+  for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at + 1)) {
+    found.push_back(std::stoll(text.substr(at + prefix.size())));
+  }
+  return found;
+}
+
+// A rows x cols coordinate file with about `density` of the entries, and its nonzero count.
+int64_t write_sparse(const fs::path& path, int64_t rows, int64_t cols, double density, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::bernoulli_distribution keep(density);
+  std::ostringstream body;
+  int64_t nnz = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      if (!keep(rng)) continue;
+      body << r + 1 << ' ' << c + 1 << ' ' << uniform(rng) << '\n';
+      ++nnz;
+    }
+  }
+  std::ofstream(path) << "%%MatrixMarket matrix coordinate real general\n"
+                      << rows << ' ' << cols << ' ' << nnz << '\n'
+                      << body.str();
+  return nnz;
+}
+
+}  // namespace
+
+// Golden: q = [[1, 0], [0, 0]] (row 1 empty), k = diag(1, 2), v = I, full mask, scale 1:
+// O = [[e, 1] / (e + 1), [1/2, 1/2]] (an empty query row is a zero query: uniform attention).
+TEST_F(CliTest, SparseInputsGoldenCase) {
+  std::ofstream(dir_ / "q.mtx") << "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1\n";
+  std::ofstream(dir_ / "k.mtx") << "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n2 2 2\n";
+  std::ofstream(dir_ / "v.mtx") << "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n2 2 1\n";
+  const double e = std::exp(1.0);
+  const std::vector<double> golden{e / (e + 1), 1 / (e + 1), 0.5, 0.5};
+  for (const char* algorithm : {"reference", "flash", "small_cache"}) {
+    const std::string out = (dir_ / algorithm).string();
+    const Result r = run("attention --q " + (dir_ / "q.mtx").string() + " --k " + (dir_ / "k.mtx").string() +
+                         " --v " + (dir_ / "v.mtx").string() + " --mask full --scale 1 --cache-words 64 --algorithm " +
+                         algorithm + " --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("Z_input = (nnz(Q) + nnz(K)) / 2 = 1.5"), std::string::npos) << r.output;
+    const auto o = sparse_formats::read_npy<double>((fs::path(out) / "o.npy").string());
+    ASSERT_EQ(o.data.size(), golden.size());
+    for (size_t i = 0; i < golden.size(); ++i) EXPECT_NEAR(o.data[i], golden[i], 1e-6) << algorithm << " o[" << i << "]";
+  }
+}
+
+TEST_F(CliTest, SparseInputsAgreeWithTheReferenceAndCountWhatThePlanPredicts) {
+  const int64_t nnz_q = write_sparse(dir_ / "q.mtx", 37, 8, 0.3, 1);
+  const int64_t nnz_k = write_sparse(dir_ / "k.mtx", 37, 8, 0.3, 2);
+  write_sparse(dir_ / "v.mtx", 37, 8, 0.5, 3);
+  const std::string args = "attention --q " + (dir_ / "q.mtx").string() + " --k " + (dir_ / "k.mtx").string() +
+                           " --v " + (dir_ / "v.mtx").string() + " --do " + write_tensor("do.npy", {37, 8}, 4) +
+                           " --mask causal";
+  ASSERT_EQ(run(args + " --out " + (dir_ / "ref").string()).exit_code, 0);
+  std::ostringstream z_input;
+  z_input << "Z_input = (nnz(Q) + nnz(K)) / 2 = " << 0.5 * static_cast<double>(nnz_q + nnz_k);
+  for (const char* algorithm : {"flash", "small_cache", "auto"}) {
+    const std::string out = (dir_ / algorithm).string();
+    const Result r = run(args + " --algorithm " + algorithm + " --cache-words 256 --io --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(z_input.str()), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Q        index"), std::string::npos) << r.output;  // CSR index words counted
+    // Forward and backward: the plan's predicted words == the ledger's counted words.
+    const auto predicted = numbers_after(r.output, "predicted I/O: ");
+    const auto counted = numbers_after(r.output, "I/O (reads + writes): ");
+    ASSERT_EQ(predicted.size(), 2u) << r.output;
+    EXPECT_EQ(predicted, counted) << r.output;
+    for (const char* name : {"o.npy", "dq.npy", "dk.npy", "dv.npy"}) {
+      const auto got = sparse_formats::read_npy<double>((fs::path(out) / name).string());
+      const auto want = sparse_formats::read_npy<double>((dir_ / "ref" / name).string());
+      ASSERT_EQ(got.data.size(), want.data.size());
+      for (size_t i = 0; i < got.data.size(); ++i) EXPECT_NEAR(got.data[i], want.data[i], 1e-4) << name;
+    }
+  }
+  // plan and bound read the same files and report the same Z_input.
+  Result r = run("plan --q " + (dir_ / "q.mtx").string() + " --k " + (dir_ / "k.mtx").string() +
+                 " --mask causal --cache-words 256 --pass fwd");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(z_input.str()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("seqlen_q 37, seqlen_k 37, head_dim 8"), std::string::npos) << r.output;
+  r = run("bound --q " + (dir_ / "q.mtx").string() + " --k " + (dir_ / "k.mtx").string() + " --cache-words 256");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ostringstream bound_z;
+  bound_z << "Z_input = (nnz(Q) + nnz(K)) / 2: " << 0.5 * static_cast<double>(nnz_q + nnz_k);
+  EXPECT_NE(r.output.find(bound_z.str()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Z_QK (attended pairs): 1369"), std::string::npos) << r.output;  // full: 37^2
+}
+
+TEST_F(CliTest, SparseInputErrorsNameTheArgument) {
+  write_sparse(dir_ / "q.mtx", 7, 4, 0.5, 1);
+  write_sparse(dir_ / "k3.mtx", 7, 3, 0.5, 2);
+  std::ofstream(dir_ / "bad.mtx") << "%%MatrixMarket matrix coordinate real general\n7 4 1\n9 1 1.0\n";
+  const std::string q = " --q " + (dir_ / "q.mtx").string();
+  // K's head_dim differs from Q's: exit 1, naming both.
+  Result r = run("attention" + q + " --k " + (dir_ / "k3.mtx").string() + " --v " + (dir_ / "q.mtx").string() +
+                 " --mask full --algorithm flash --out " + (dir_ / "o").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("k has head_dim 3, q has 4"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "o"));
+  // A malformed file: the flag, the file and the line.
+  r = run("attention --q " + (dir_ / "bad.mtx").string() + " --k " + (dir_ / "q.mtx").string() + " --v " +
+          (dir_ / "q.mtx").string() + " --mask full --out " + (dir_ / "o").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--q: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bad.mtx:3"), std::string::npos) << r.output;
+  // Matrix Market inputs are one head: a rank-4 tensor beside them is a usage error.
+  r = run("attention" + q + " --k " + write_tensor("k4.npy", {1, 1, 7, 4}, 5) + " --v " + (dir_ / "q.mtx").string() +
+          " --mask full --algorithm flash --out " + (dir_ / "o").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  // plan: an explicit shape flag that contradicts the file.
+  r = run("plan" + q + " --n 9 --cache-words 256");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--n = 9 disagrees with --q, whose file gives 7"), std::string::npos) << r.output;
 }

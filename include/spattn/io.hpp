@@ -12,14 +12,24 @@
 // naming the step and the sizes.
 //
 // One word is one matrix entry or one index, whatever its type (a float, a double, an int32 index).
+//
+// An input may also live in slow memory as CSR (a sparse Q, K or V; docs/sparse.md, "Sparse
+// inputs"): a SlowMatrix made by SlowMatrix::csr. Loading a tile of it scatters the tile's stored
+// entries into the dense fast buffer (zeros elsewhere), so the arithmetic is exactly that of the
+// densified matrix, and counts what a CSR reader has to read (io::csr_tile_words): the tile's
+// nonzeros as value words, and its row pointers, column indices, search probes and stop words as
+// index words, both booked to the load's operand.
 #pragma once
 
 #include <spattn/error.hpp>
+
+#include <sparse_formats/csr.hpp>
 
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 namespace spattn::io {
 
@@ -81,11 +91,48 @@ class Ledger {
 
 class FastMemory;
 
+// ---- CSR inputs ---------------------------------------------------------------------------------
+//
+// The words one load of a CSR tile moves. The tile is stored rows [row0, row0 + rows) by stored
+// columns [col0, col0 + cols) (a transposed view loads the same stored tile), rows, cols >= 1:
+//   values   the tile's stored entries (explicit zeros included: they are stored)
+//   indices  rows + 1 row pointers (row_ptr[row0 .. row0 + rows], one contiguous read), and per
+//            row of length L:
+//            - when col0 > 0, a binary search for the first column >= col0 over the row's L column
+//              indices: ceil(log2 L) + 1 probes when L > 0, 0 when L = 0 (a branch-free search,
+//              so the probe count depends on L only); every probe is a counted index word;
+//            - the column index of each entry from there on up to the tile's end, and one more
+//              (the stop word) when the row has an entry at or past col0 + cols.
+//            A full-width tile (col0 = 0, cols = all) therefore reads rows + 1 + its nnz indices.
+// An empty tile (rows or cols 0) moves nothing.
+struct CsrTileWords {
+  int64_t values = 0;
+  int64_t indices = 0;
+  CsrTileWords& operator+=(const CsrTileWords& other) {
+    values += other.values;
+    indices += other.indices;
+    return *this;
+  }
+};
+
+// The probes of the branch-free binary search over a row of `length` column indices.
+int64_t csr_search_probes(int64_t length);
+
+// The count above, computed from the CSR structure with std::lower_bound (independently of the
+// loader, which counts as it reads). The predictions of every schedule sum it over the tiles the
+// schedule loads. The view must be a valid CSR (sparse_formats::validate) and the tile in range.
+template <typename Value>
+CsrTileWords csr_tile_words(const sparse_formats::CsrMatrixView<int64_t, Value>& csr, int64_t row0,
+                            int64_t rows, int64_t col0, int64_t cols);
+
 // A view of a rows x cols matrix in slow memory, element (r, c) at data[r * row_stride +
-// c * col_stride]. Only FastMemory reads or writes through it.
+// c * col_stride], or (read-only inputs) a CSR matrix. Only FastMemory reads or writes through it.
 template <typename T>
 class SlowMatrix {
  public:
+  using Value = std::remove_const_t<T>;
+  using Csr = sparse_formats::CsrMatrixView<int64_t, Value>;
+
   SlowMatrix() = default;
   SlowMatrix(T* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride = 1)
       : data_(data), rows_(rows), cols_(cols), row_stride_(row_stride), col_stride_(col_stride) {}
@@ -93,10 +140,33 @@ class SlowMatrix {
   static SlowMatrix dense(T* data, int64_t rows, int64_t cols) {
     return SlowMatrix(data, rows, cols, cols, 1);
   }
+  // A CSR matrix (trusted: validate data from outside first). Read-only: a schedule may load from
+  // it, never store to it. The view's arrays must outlive every use.
+  template <typename U = T, typename = std::enable_if_t<std::is_const_v<U>>>
+  static SlowMatrix csr(const Csr& matrix) {
+    SlowMatrix view;
+    view.rows_ = matrix.num_rows();
+    view.cols_ = matrix.num_cols();
+    view.is_csr_ = true;
+    view.csr_ = matrix;
+    return view;
+  }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
+  bool is_csr() const { return is_csr_; }
+  // The CSR structure (meaningful when is_csr(); the predictions walk it, they never load it).
+  const Csr& csr_matrix() const { return csr_; }
+  bool csr_transposed() const { return csr_transposed_; }
   // The transpose, as a view of the same words (no data moves).
-  SlowMatrix transposed() const { return SlowMatrix(data_, cols_, rows_, col_stride_, row_stride_); }
+  SlowMatrix transposed() const {
+    SlowMatrix view = *this;
+    view.rows_ = cols_;
+    view.cols_ = rows_;
+    view.row_stride_ = col_stride_;
+    view.col_stride_ = row_stride_;
+    view.csr_transposed_ = !csr_transposed_;
+    return view;
+  }
 
  private:
   friend class FastMemory;
@@ -105,6 +175,9 @@ class SlowMatrix {
   int64_t cols_ = 0;
   int64_t row_stride_ = 0;
   int64_t col_stride_ = 1;
+  bool is_csr_ = false;
+  bool csr_transposed_ = false;  // the view is the transpose of the stored CSR
+  Csr csr_;
 };
 
 // A buffer in fast memory: `words` entries of T that count towards the capacity while it lives.
@@ -153,7 +226,9 @@ class FastMemory {
   FastBuffer<T> allocate(int64_t words, const char* what);
 
   // Copies the rows x cols tile of `src` at (row0, col0) into `dst` (row-major, leading dimension
-  // dst_ld, starting at dst_offset) and counts rows * cols reads of `operand`.
+  // dst_ld, starting at dst_offset) and counts rows * cols reads of `operand`. A CSR `src`
+  // scatters the tile's entries into the zeroed tile and counts csr_tile_words of the stored tile
+  // as `operand`'s value and index reads (`kind` is ignored then).
   template <typename S, typename T>
   void load(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
             int64_t cols, FastBuffer<T>& dst, int64_t dst_offset, int64_t dst_ld,
@@ -169,6 +244,9 @@ class FastMemory {
   template <typename T>
   friend class FastBuffer;
   void release(int64_t words) { resident_ -= words; }
+  template <typename S, typename T>
+  void load_csr(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
+                int64_t cols, T* out, int64_t dst_ld);
 
   int64_t capacity_;
   int64_t resident_ = 0;

@@ -55,6 +55,10 @@ void FastMemory::load(Operand operand, const SlowMatrix<S>& src, int64_t row0, i
   assert(row0 + rows <= src.rows_ && col0 + cols <= src.cols_);
   assert(rows == 0 || cols == 0 || dst_offset + (rows - 1) * dst_ld + cols <= dst.words());
   T* out = dst.data() + dst_offset;
+  if (src.is_csr_) {
+    load_csr(operand, src, row0, col0, rows, cols, out, dst_ld);
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const S* in = src.data_ + (row0 + r) * src.row_stride_ + col0 * src.col_stride_;
     T* out_row = out + r * dst_ld;
@@ -67,6 +71,56 @@ void FastMemory::load(Operand operand, const SlowMatrix<S>& src, int64_t row0, i
   if (ledger_ != nullptr) ledger_->add_read(operand, kind, rows * cols);
 }
 
+// The CSR reader of io.hpp's counting rule, counting each word as it reads it (csr_tile_words is
+// the independent formula the predictions use).
+template <typename S, typename T>
+void FastMemory::load_csr(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0,
+                          int64_t rows, int64_t cols, T* out, int64_t dst_ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[r * dst_ld + c] = T{};
+  }
+  if (rows == 0 || cols == 0) return;
+  const bool transposed = src.csr_transposed_;
+  // The stored tile: rows [first_row, first_row + num_rows), columns [first_col, end_col).
+  const int64_t first_row = transposed ? col0 : row0;
+  const int64_t num_rows = transposed ? cols : rows;
+  const int64_t first_col = transposed ? row0 : col0;
+  const int64_t end_col = first_col + (transposed ? rows : cols);
+  const int64_t* row_ptr = src.csr_.pattern.row_ptr;
+  const int64_t* col_idx = src.csr_.pattern.col_idx;
+  const auto* values = src.csr_.values;
+  int64_t value_words = 0;
+  int64_t index_words = num_rows + 1;  // row_ptr[first_row .. first_row + num_rows]
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const int64_t end = row_ptr[first_row + r + 1];
+    int64_t p = row_ptr[first_row + r];
+    if (first_col > 0 && p < end) {
+      // Branch-free lower bound: ceil(log2 L) + 1 probes whatever the data.
+      int64_t length = end - p;
+      while (length > 1) {
+        const int64_t half = length / 2;
+        ++index_words;
+        if (col_idx[p + half] < first_col) p += half;
+        length -= half;
+      }
+      ++index_words;
+      if (col_idx[p] < first_col) ++p;
+    }
+    for (; p < end; ++p) {
+      ++index_words;
+      const int64_t col = col_idx[p];
+      if (col >= end_col) break;  // the stop word
+      ++value_words;
+      const int64_t a = r, b = col - first_col;  // stored (row, column) within the tile
+      out[(transposed ? b : a) * dst_ld + (transposed ? a : b)] = static_cast<T>(values[p]);
+    }
+  }
+  if (ledger_ != nullptr) {
+    ledger_->add_read(operand, WordKind::value, value_words);
+    ledger_->add_read(operand, WordKind::index, index_words);
+  }
+}
+
 template <typename T, typename S>
 void FastMemory::store(Operand operand, const FastBuffer<T>& src, int64_t src_offset,
                        int64_t src_ld, const SlowMatrix<S>& dst, int64_t row0, int64_t col0,
@@ -74,6 +128,7 @@ void FastMemory::store(Operand operand, const FastBuffer<T>& src, int64_t src_of
   assert(row0 >= 0 && col0 >= 0 && rows >= 0 && cols >= 0);
   assert(row0 + rows <= dst.rows_ && col0 + cols <= dst.cols_);
   assert(rows == 0 || cols == 0 || src_offset + (rows - 1) * src_ld + cols <= src.words());
+  assert(!dst.is_csr_);  // CSR views are read-only inputs
   const T* in = src.data() + src_offset;
   for (int64_t r = 0; r < rows; ++r) {
     S* out = dst.data_ + (row0 + r) * dst.row_stride_ + col0 * dst.col_stride_;

@@ -70,6 +70,30 @@ BackwardResult backward(TensorView<const double> q, TensorView<const double> k,
                         TensorView<const double> v, TensorView<const double> d_o,
                         const MaskList<Index>& masks, double scale);
 
+// ---- Sparse inputs (docs/sparse.md, "Sparse inputs") -------------------------------------------
+//
+// q, k and v may be given as CSR: one (seqlen x head_dim) matrix per head, index b * heads + h
+// (b * kv_heads + g for k and v). An entry that is not stored is zero; the result is exactly that
+// of forward() / backward() on the densified tensors (the reference densifies them: it is the
+// oracle, not a fast path). Outputs stay dense: the gradient with respect to a CSR input is
+// returned as a dense tensor of its shape; its restriction to the stored pattern is the gradient
+// of the stored values. Every matrix is checked (shape, structure, finite values): the message
+// names it, "reference::forward: k[1]: col_idx[4] = 9 is out of range [0, 8) (row 2)".
+template <typename Index>
+struct CsrTensor {
+  int64_t batch = 1;
+  int64_t heads = 1;
+  std::vector<sparse_formats::CsrMatrixView<Index, double>> matrices;  // batch * heads
+};
+
+template <typename Index>
+ForwardResult forward(const CsrTensor<Index>& q, const CsrTensor<Index>& k,
+                      const CsrTensor<Index>& v, const MaskList<Index>& masks, double scale);
+template <typename Index>
+BackwardResult backward(const CsrTensor<Index>& q, const CsrTensor<Index>& k,
+                        const CsrTensor<Index>& v, TensorView<const double> d_o,
+                        const MaskList<Index>& masks, double scale);
+
 // ---- The paper's formulation (theory.md section 2; Alman and Song) -----------------------------
 //
 //   L(X) = 1/2 || D(X)^{-1} exp(scale * A1 X A2^T) A3 Y - E ||_F^2

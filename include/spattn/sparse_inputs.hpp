@@ -1,0 +1,84 @@
+// Attention with sparse inputs: Q, K and V of one head, each dense or CSR (an element-sparse
+// seqlen x head_dim matrix), run by the same schedules as dense inputs (docs/sparse.md, "Sparse
+// inputs").
+//
+//   spattn::AttentionInputs in{spattn::AttentionInput::csr(q_csr), spattn::AttentionInput::csr(k_csr),
+//                              spattn::AttentionInput::dense(v_matrix)};
+//   spattn::Plan plan = spattn::attention_forward(in, o, lse, mask, options);
+//
+// A CSR input lives in slow memory as CSR: every tile a schedule loads from it is scattered into
+// the dense fast buffer (zeros where nothing is stored), so the arithmetic, and therefore every
+// output bit, is that of the densified input. The ledger books the nonzeros moved as the operand's
+// value words and the CSR index words moved (row pointers, column indices, search probes) as its
+// index words (io.hpp, "CSR inputs"); the plan predicts both exactly. Outputs stay dense: O, LSE,
+// and dQ, dK, dV with the inputs' shapes; the gradient with respect to a CSR input is returned
+// dense, and its restriction to the stored pattern is the gradient of the stored values.
+//
+// The bound uses the inputs' nonzeros: Z_input = (nnz(Q) + nnz(K)) / 2 and Z_QK = the mask's
+// attended pairs (seqlen_q x seqlen_k for the full mask), with the sparse bound of bounds.hpp for
+// every mask once an input is CSR (dense inputs keep attention.hpp's plans).
+//
+// One head per call (batch = heads = 1; the outputs are (1, 1, seqlen, dim) or matrix views).
+#pragma once
+
+#include <spattn/attention.hpp>
+#include <spattn/mask.hpp>
+#include <spattn/plan.hpp>
+#include <spattn/tensor.hpp>
+
+#include <sparse_formats/csr.hpp>
+
+#include <cstdint>
+
+namespace spattn {
+
+using CsrInput = sparse_formats::CsrMatrixView<int64_t, float>;
+
+// One (seqlen, head_dim) input: a dense matrix view (batch = heads = 1) or a CSR matrix. The
+// arrays are the caller's and must outlive the call.
+class AttentionInput {
+ public:
+  AttentionInput() = default;
+  static AttentionInput dense(TensorView<const float> matrix);
+  static AttentionInput csr(const CsrInput& matrix);
+
+  bool is_csr() const { return is_csr_; }
+  int64_t seqlen() const;
+  int64_t head_dim() const;
+  int64_t nnz() const;  // stored entries; seqlen * head_dim for a dense input
+  const TensorView<const float>& dense_view() const { return dense_; }
+  const CsrInput& csr_view() const { return csr_; }
+
+ private:
+  bool is_csr_ = false;
+  TensorView<const float> dense_;
+  CsrInput csr_;
+};
+
+struct AttentionInputs {
+  AttentionInput q;  // (seqlen_q, head_dim)
+  AttentionInput k;  // (seqlen_k, head_dim)
+  AttentionInput v;  // (seqlen_k, head_dim_v)
+  bool any_csr() const { return q.is_csr() || k.is_csr() || v.is_csr(); }
+  // The project's convention (docs/sparse.md): (nnz(Q) + nnz(K)) / 2.
+  double z_input() const;
+};
+
+// Both algorithms' exact predictions with these inputs, the choice, and the sparse bound with
+// Z_input from the nonzeros. Validates the inputs (shapes agree; CSR structure and values:
+// InvalidArgument naming "q", "k" or "v") and the mask's shape. The switch M is not searched
+// (Plan::switch_searched is false).
+Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
+                    Algorithm requested = Algorithm::automatic);
+
+// o: (seqlen_q, head_dim_v); lse: (seqlen_q, 1), as rank-2 views (batch = heads = 1).
+Plan attention_forward(const AttentionInputs& inputs, TensorView<float> o, TensorView<float> lse,
+                       const Mask& mask, const AttentionOptions& options);
+
+// dq, dk, dv: dense, with the shapes of q, k, v. o and lse are the forward's outputs.
+Plan attention_backward(const AttentionInputs& inputs, TensorView<const float> o,
+                        TensorView<const float> lse, TensorView<const float> d_o,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
+                        const Mask& mask, const AttentionOptions& options);
+
+}  // namespace spattn
