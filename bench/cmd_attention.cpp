@@ -268,7 +268,8 @@ void register_attention(CLI::App& app) {
   cmd->add_option("--algorithm", options->algorithm, "Algorithm")
       ->check(CLI::IsMember({"reference", "flash", "small_cache", "auto"}))->capture_default_str();
   cmd->add_option("--cache-words", options->cache_words,
-                  "Fast-memory size M in words for flash / small_cache / auto (0: this machine's L1d)")
+                  "Fast-memory size M in words for flash / small_cache / auto "
+                  "(0: 4 x this machine's L1d, at most L2 / 2)")
       ->check(at_least(0))->capture_default_str();
   cmd->add_flag("--io", options->io, "Print the plan and the counted I/O ledger (per operand, peak resident)");
   cmd->add_option("--out-dtype", options->out_dtype, "dtype of the written .npy files")

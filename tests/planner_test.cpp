@@ -1,6 +1,10 @@
 // The planner on the exact predictions (tests/flash_io_test.cpp and tests/small_cache_io_test.cpp
 // prove prediction == counted I/O, so these claims hold for the code that runs).
+#include <spattn/mask.hpp>
 #include <spattn/plan.hpp>
+#include <spattn/sparse_inputs.hpp>
+
+#include "support/sparse_inputs_fixtures.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +12,7 @@
 #include <array>
 #include <cstdio>
 #include <cmath>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -107,6 +112,41 @@ TEST(Planner, PlanIsPrintableAndNamesItsParts) {
                            "ratio to bound", "switch"}) {
     EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
   }
+}
+
+TEST(Planner, TheSwitchLineSaysWhoCanSearchIt) {
+  // A sparse mask with dense inputs: searched on request only, and the line says how.
+  const spattn::Mask causal = spattn::Mask::from_spec("causal", 97, 97);
+  const spattn::bounds::DenseShape shape{97, 97, 8, 8};
+  const std::string unsearched = spattn::plan_attention(shape, causal, 300, Pass::forward).to_string();
+  EXPECT_NE(unsearched.find("switch: not searched (spattn plan --switch searches it for dense inputs); "
+                            "theory puts it at Z_input^2 / Z_QK = "),
+            std::string::npos)
+      << unsearched;
+  const std::string searched =
+      spattn::plan_attention(shape, causal, 300, Pass::forward, Algorithm::automatic, 1, true).to_string();
+  EXPECT_EQ(searched.find("not searched"), std::string::npos) << searched;
+  // CSR inputs: never searched (sparse_inputs.hpp), and the line does not send you to --switch.
+  const auto q = spattn::testing::sparse_input(97, 8, 0.3, 5);
+  const auto k = spattn::testing::sparse_input(97, 8, 0.3, 6);
+  const auto v = spattn::testing::sparse_input(97, 8, 0.3, 7);
+  const spattn::AttentionInputs sparse{spattn::AttentionInput::csr(q.csr.view()),
+                                       spattn::AttentionInput::csr(k.csr.view()),
+                                       spattn::AttentionInput::csr(v.csr.view())};
+  for (const spattn::Mask& mask : {causal, spattn::Mask::full(97, 97)}) {
+    const std::string text = spattn::plan_attention(sparse, mask, 300, Pass::backward).to_string();
+    EXPECT_NE(text.find("switch: not searched for sparse inputs; theory puts it at Z_input^2 / Z_QK = "),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("--switch"), std::string::npos) << text;
+  }
+  // CSR inputs storing every entry are still CSR inputs: the same line.
+  const auto full_q = spattn::testing::sparse_input(97, 8, 1.0, 5);
+  const spattn::AttentionInputs stored{spattn::AttentionInput::csr(full_q.csr.view()),
+                                       spattn::AttentionInput::csr(full_q.csr.view()),
+                                       spattn::AttentionInput::csr(v.csr.view())};
+  const std::string all_stored = spattn::plan_attention(stored, causal, 300, Pass::forward).to_string();
+  EXPECT_NE(all_stored.find("not searched for sparse inputs"), std::string::npos) << all_stored;
 }
 
 TEST(Planner, InfeasibleRequestsStateTheMinimum) {

@@ -1,19 +1,25 @@
 // Native execution on several threads (AttentionOptions::threads): identical bits for every
-// thread count and across runs, counted == predicted with the workers' ledgers merged, agreement
+// thread count and across runs, counted == predicted with the workers' ledgers merged (also when
+// small_cache splits one head over the team: fewer heads than threads, sparse inputs), agreement
 // with the fp64 reference, and the argument checks.
 #include <spattn/attention.hpp>
 #include <spattn/reference.hpp>
+#include <spattn/sparse_inputs.hpp>
 
 #include "schedules/flash_heads.hpp"
 #include "support/compare.hpp"
+#include "support/sparse_inputs_fixtures.hpp"
 
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 using spattn::Algorithm;
@@ -96,6 +102,16 @@ const std::vector<std::string>& mask_specs() {
   return specs;
 }
 
+// Counted == predicted with the workers' ledgers merged; each worker's fast memory is its own, so
+// the peak is one worker's, within M.
+void expect_counted_is_predicted(const spattn::io::Ledger& ledger, const spattn::Plan& plan, int64_t cache_words) {
+  EXPECT_EQ(ledger.reads(), plan.reads);
+  EXPECT_EQ(ledger.writes(), plan.writes);
+  EXPECT_GT(ledger.reads(), 0);
+  EXPECT_LE(ledger.peak_resident(), cache_words);
+  EXPECT_GT(ledger.peak_resident(), 0);
+}
+
 std::string describe(const std::string& spec, Algorithm algorithm, int threads) {
   return spec + " " + spattn::algorithm_name(algorithm) + " threads " + std::to_string(threads);
 }
@@ -162,17 +178,98 @@ TEST(Threads, CountedEqualsPredictedWhenTheWorkersLedgersAreMerged) {
         forward_options.ledger = &forward_ledger;
         backward_options.ledger = &backward_ledger;
         const auto [forward_plan, backward_plan] = p.run(mask, forward_options, backward_options);
-        EXPECT_EQ(forward_ledger.reads(), forward_plan.reads);
-        EXPECT_EQ(forward_ledger.writes(), forward_plan.writes);
-        EXPECT_EQ(backward_ledger.reads(), backward_plan.reads);
-        EXPECT_EQ(backward_ledger.writes(), backward_plan.writes);
-        EXPECT_GT(backward_ledger.reads(), 0);
-        // Each worker's fast memory is its own: the peak is one worker's, within M.
-        EXPECT_LE(forward_ledger.peak_resident(), 700);
-        EXPECT_LE(backward_ledger.peak_resident(), 700);
-        EXPECT_GT(backward_ledger.peak_resident(), 0);
+        expect_counted_is_predicted(forward_ledger, forward_plan, 700);
+        expect_counted_is_predicted(backward_ledger, backward_plan, 700);
       }
     }
+  }
+}
+
+TEST(Threads, SmallCacheWithFewerHeadsThanThreadsSplitsEachHeadWithTheSameBitsAndWords) {
+  // 1 and 2 heads on up to 4 threads: each head's row blocks are split over the whole team
+  // (head_runner.cpp). M = 700 makes several row blocks per product at n = 97.
+  const Mask full = Mask::full(97, 97);
+  for (int64_t heads : {1, 2}) {
+    Problem one(1, heads, 97, 20);
+    AttentionOptions options;
+    options.algorithm = Algorithm::small_cache;
+    options.cache_words = 700;
+    options.threads = 1;
+    one.run(full, options);
+    EXPECT_GT(spattn::testing::max_abs(std::vector<double>(one.dq.begin(), one.dq.end())), 1e-3);
+    for (int threads : {2, 3, 4}) {
+      SCOPED_TRACE(std::to_string(heads) + " heads, threads " + std::to_string(threads));
+      Problem many(1, heads, 97, 20);
+      AttentionOptions forward_options = options, backward_options = options;
+      spattn::io::Ledger forward_ledger, backward_ledger;
+      forward_options.threads = backward_options.threads = threads;
+      forward_options.ledger = &forward_ledger;
+      backward_options.ledger = &backward_ledger;
+      const auto [forward_plan, backward_plan] = many.run(full, forward_options, backward_options);
+      expect_same_bits(one, many);
+      EXPECT_EQ(forward_plan.algorithm, Algorithm::small_cache);
+      expect_counted_is_predicted(forward_ledger, forward_plan, 700);
+      expect_counted_is_predicted(backward_ledger, backward_plan, 700);
+    }
+  }
+}
+
+TEST(Threads, SmallCacheOnSparseInputsSplitsTheHeadWithTheSameBitsAndWords) {
+  // Sparse (CSR) inputs are one head per call: on 3 threads small_cache splits it over the team;
+  // the value and index words still sum to the plan's.
+  using spattn::testing::SparseInput;
+  const int64_t n = 97, d = 12;
+  const SparseInput q = spattn::testing::sparse_input(n, d, 0.4, 41, 3);
+  const SparseInput k = spattn::testing::sparse_input(n, d, 0.4, 42);
+  const SparseInput v = spattn::testing::sparse_input(n, d, 0.4, 43);
+  const std::vector<float> d_o = random_values(static_cast<size_t>(n * d), 44);
+  const spattn::AttentionInputs inputs{spattn::AttentionInput::csr(q.csr.view()),
+                                       spattn::AttentionInput::csr(k.csr.view()),
+                                       spattn::AttentionInput::csr(v.csr.view())};
+  const Mask full = Mask::full(n, n);
+  struct Run {
+    std::vector<float> o, lse, dq, dk, dv;
+    spattn::io::Ledger forward_ledger, backward_ledger;
+    spattn::Plan forward_plan, backward_plan;
+  };
+  const auto run = [&](int threads) {
+    auto result = std::make_unique<Run>();
+    Run& r = *result;
+    const auto size = static_cast<size_t>(n * d);
+    r.o.assign(size, 7.0f);
+    r.lse.assign(static_cast<size_t>(n), 7.0f);
+    r.dq.assign(size, 7.0f);
+    r.dk.assign(size, 7.0f);
+    r.dv.assign(size, 7.0f);
+    AttentionOptions options;
+    options.algorithm = Algorithm::small_cache;
+    options.cache_words = 600;
+    options.threads = threads;
+    const auto matrix = [&](std::vector<float>& x, int64_t cols) { return TensorView<float>::matrix(x.data(), n, cols); };
+    const auto input = [&](const std::vector<float>& x, int64_t cols) {
+      return TensorView<const float>::matrix(x.data(), n, cols);
+    };
+    options.ledger = &r.forward_ledger;
+    r.forward_plan = spattn::attention_forward(inputs, matrix(r.o, d), matrix(r.lse, 1), full, options);
+    options.ledger = &r.backward_ledger;
+    r.backward_plan = spattn::attention_backward(inputs, input(r.o, d), input(r.lse, 1), input(d_o, d), matrix(r.dq, d),
+                                                 matrix(r.dk, d), matrix(r.dv, d), full, options);
+    return result;
+  };
+  const auto one = run(1);
+  EXPECT_GT(spattn::testing::max_abs(std::vector<double>(one->dk.begin(), one->dk.end())), 1e-3);
+  const auto three = run(3);
+  for (const auto& [a, b, what] : {std::tuple{&one->o, &three->o, "o"}, std::tuple{&one->lse, &three->lse, "lse"},
+                                   std::tuple{&one->dq, &three->dq, "dq"}, std::tuple{&one->dk, &three->dk, "dk"},
+                                   std::tuple{&one->dv, &three->dv, "dv"}}) {
+    spattn::testing::expect_same_bits(*a, *b, what);
+  }
+  for (const auto& [ledger, plan] : {std::pair{&three->forward_ledger, &three->forward_plan},
+                                     std::pair{&three->backward_ledger, &three->backward_plan}}) {
+    EXPECT_EQ(plan->algorithm, Algorithm::small_cache);
+    expect_counted_is_predicted(*ledger, *plan, 600);
+    EXPECT_EQ(ledger->total(spattn::io::WordKind::index).total(), plan->small_cache.index_words);
+    EXPECT_GT(plan->small_cache.index_words, 0);
   }
 }
 

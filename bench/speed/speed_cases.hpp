@@ -26,7 +26,7 @@ struct RunSettings {
   int threads = 0;            // AttentionOptions::threads (0 = hardware concurrency)
   int repetitions = 3;        // timed repetitions (after one warm-up); the median is reported
   double max_seconds = 30.0;  // stop repeating once a case has taken this long (>= 1 repetition)
-  int64_t cache_words = 0;    // AttentionOptions::cache_words (0 = this machine's L1d)
+  int64_t cache_words = 0;    // AttentionOptions::cache_words (0 = default_cache_words())
   int64_t heads = 1;          // heads of the problem (batch 1)
 };
 

@@ -1,7 +1,7 @@
 // Attention forward and backward on float32 tensors, run by a schedule of the I/O model.
 //
 //   spattn::AttentionOptions options;
-//   options.cache_words = 16384;              // M; 0 = detected from this machine's L1d
+//   options.cache_words = 16384;              // M; 0 = default_cache_words() (4 x L1d, <= L2 / 2)
 //   spattn::io::Ledger ledger;                // optional: count every word moved
 //   options.ledger = &ledger;
 //   auto plan = spattn::attention_forward(q, k, v, o, lse, options);
@@ -38,12 +38,16 @@ struct AttentionOptions {
   // Worker threads; 0 = std::thread::hardware_concurrency(). Each worker has its own fast memory
   // of cache_words words (the model: M per core) and, when counting, its own ledger, merged into
   // `ledger` at the end. Results are bit-identical for every thread count (each output tile is
-  // computed by one worker, in a fixed order of operations).
+  // computed by one worker, in a fixed order of operations). flash splits every head's tiles over
+  // the workers; small_cache runs one head per worker, or, with a full mask and fewer heads than
+  // threads, splits each head's row blocks over all of them.
   int threads = 0;
 };
 
-// The fast-memory size used when none is given: this machine's per-core L1 data cache in fp32
-// words (sysconf or /sys), or 12288 words (48 KiB) when the OS does not say.
+// The fast-memory size used when none is given: four times this machine's per-core L1 data
+// cache, at most half the per-core L2, in fp32 words (sizes from sysconf, else /sys); 49152 words
+// when the L1d is unknown. 49152 on a core with a 48 KiB L1d and a 2 MiB L2. Why 4 x L1d rather
+// than the L1d: src/api/cache_size.cpp and docs/io_model.md.
 int64_t default_cache_words();
 
 // o: (batch, heads, seqlen_q, head_dim_v); lse: (batch, heads, seqlen_q, 1).

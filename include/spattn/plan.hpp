@@ -65,6 +65,8 @@ struct Plan {
   // 16 * (seqlen * head_dim)). Found by bisection on the predictions.
   int64_t switch_cache_words = 0;
   bool switch_searched = false;
+  // Q, K or V given as CSR (sparse_inputs.hpp): the switch is never searched for such plans.
+  bool sparse_inputs = false;
 
   // The mask. For a full mask the bound is the dense one above (Saha-Ye / Theorem 1.1); for any
   // other mask it is the sparse bound min{Z_input^2/M, Z_input sqrt(Z_QK)/sqrt(M)}, with

@@ -52,9 +52,24 @@ void HeadRunner::run_heads(const std::vector<Problem>& heads, io::Ledger* ledger
     }
     return;
   }
-  // small_cache: whole heads, worker w taking heads w, w + W, ...
   const auto num_heads = static_cast<int64_t>(heads.size());
   if (num_heads == 0) return;
+  // Fewer heads than threads: whole heads would leave threads idle, so the dense schedule splits
+  // each head's row blocks over the whole team, heads one after another (the same bits as one
+  // worker: small_cache.hpp). The sparse schedule has no team form: it keeps one worker per head.
+  if (!sparse_mask_ && num_heads < threads_) {
+    cpu::WorkerMemories memories(threads_, cache_words_, ledger, name);
+    for (const Problem& head : heads) {
+      if constexpr (forward) {
+        schedules::small_cache_forward(memories, head, small_tiles_);
+      } else {
+        schedules::small_cache_backward(memories, head, small_tiles_);
+      }
+    }
+    memories.merge_ledgers();
+    return;
+  }
+  // Otherwise whole heads, worker w taking heads w, w + W, ...
   const int workers = static_cast<int>(std::clamp<int64_t>(num_heads, 1, threads_));
   cpu::WorkerMemories memories(workers, cache_words_, ledger, name);
   cpu::run_workers(workers, [&](int worker) {

@@ -98,6 +98,7 @@ Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cac
   plan.beats_worst_case = plan.ratio_to_bound < 1.0;
   plan.switch_cache_words = 0;
   plan.switch_searched = false;
+  plan.sparse_inputs = true;
   return plan;
 }
 

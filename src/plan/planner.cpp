@@ -375,8 +375,11 @@ std::string Plan::to_string() const {
   } else if (cost_heads > 1) {
     out << "  switch: not searched for per-head masks (each mask has its own)\n";
   } else if (!switch_searched) {
-    out << "  switch: not searched (spattn plan --switch searches it); theory puts it at "
-           "Z_input^2 / Z_QK = " << theoretical_switch << " words\n";
+    // Only dense-input plans can search it (sparse_inputs.hpp's plan never does).
+    out << (sparse_inputs
+                ? "  switch: not searched for sparse inputs"
+                : "  switch: not searched (spattn plan --switch searches it for dense inputs)")
+        << "; theory puts it at Z_input^2 / Z_QK = " << theoretical_switch << " words\n";
   } else {
     out << "  switch: none in range (one algorithm is cheaper at every M)\n";
   }

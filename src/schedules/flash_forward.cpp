@@ -20,33 +20,6 @@ namespace spattn::schedules {
 using io::Operand;
 using namespace flash_detail;
 
-namespace flash_detail {
-
-// The plain score tile (flash.hpp); the schedule itself uses flash_kernels::forward_tile.
-void score_tile(const float* q, const float* k, int64_t rows_q, int64_t rows_k, int64_t head_dim,
-                float scale, float* s, const uint64_t* bits, int64_t bit_row_stride,
-                int64_t bit_col_stride) {
-  for (int64_t r = 0; r < rows_q; ++r) {
-    const float* q_row = q + r * head_dim;
-    float* s_row = s + r * rows_k;
-    for (int64_t c = 0; c < rows_k; ++c) {
-      if (bits != nullptr) {
-        const int64_t bit = r * bit_row_stride + c * bit_col_stride;
-        if (((bits[bit / 64] >> (bit % 64)) & 1u) == 0) {
-          s_row[c] = -std::numeric_limits<float>::infinity();  // masked: excluded exactly
-          continue;
-        }
-      }
-      const float* k_row = k + c * head_dim;
-      float dot = 0.0f;
-      for (int64_t x = 0; x < head_dim; ++x) dot += q_row[x] * k_row[x];
-      s_row[c] = scale * dot;
-    }
-  }
-}
-
-}  // namespace flash_detail
-
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
