@@ -18,7 +18,13 @@
 // attended pairs (seqlen_q x seqlen_k for the full mask), with the sparse bound of bounds.hpp for
 // every mask once an input is CSR (dense inputs keep attention.hpp's plans).
 //
-// One head per call (batch = heads = 1; the outputs are (1, 1, seqlen, dim) or matrix views).
+// Many heads per call (MultiHeadInputs): one input per (batch, query head) for Q and per
+// (batch, kv head) for K and V, each dense or CSR, every head of the same shape; grouped-query attention when
+// kv_heads divides heads (query head h uses kv head h / (heads / kv_heads)). The outputs are rank-4
+// (batch, heads, seqlen, dim) tensors, dK and dV (batch, kv_heads, seqlen_k, dim), the group's sum
+// in the backward (api/kv_reduction.hpp). The heads' nonzeros differ, so their words do: the plan
+// sums every head's (Plan::cost_heads = num_heads = batch x heads), and its z_input, z_qk, bound
+// and compulsory words are the heads' sums. The AttentionInputs overloads are the one-head case.
 #pragma once
 
 #include <spattn/attention.hpp>
@@ -29,6 +35,7 @@
 #include <sparse_formats/csr.hpp>
 
 #include <cstdint>
+#include <vector>
 
 namespace spattn {
 
@@ -64,6 +71,18 @@ struct AttentionInputs {
   double z_input() const;
 };
 
+// Q, K, V of every head: q[b * heads + h], k[b * kv_heads + g], v[b * kv_heads + g].
+struct MultiHeadInputs {
+  int64_t batch = 1;
+  int64_t heads = 1;
+  int64_t kv_heads = 1;  // divides heads
+  std::vector<AttentionInput> q, k, v;
+  // The one-head call's inputs.
+  static MultiHeadInputs one(const AttentionInputs& inputs);
+  // Query head (b, h) with its group's K and V.
+  AttentionInputs head(int64_t b, int64_t h) const;
+};
+
 // Both algorithms' exact predictions with these inputs, the choice, and the sparse bound with
 // Z_input from the nonzeros. Validates the inputs (shapes agree; CSR structure and values:
 // InvalidArgument naming "q", "k" or "v") and the mask's shape. The switch M is not searched
@@ -80,5 +99,17 @@ Plan attention_backward(const AttentionInputs& inputs, TensorView<const float> o
                         TensorView<const float> lse, TensorView<const float> d_o,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const Mask& mask, const AttentionOptions& options);
+
+// Every head (MultiHeadInputs). Validates the counts (q: batch x heads inputs, k and v: batch x
+// kv_heads), each input, and that all heads share one shape; errors name the input by index.
+Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
+                    Algorithm requested = Algorithm::automatic);
+// o: (batch, heads, seqlen_q, head_dim_v); lse: (batch, heads, seqlen_q, 1).
+Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse,
+                       const Mask& mask, const AttentionOptions& options);
+// o, lse, d_o, dq: (batch, heads, seqlen_q, .); dk, dv: (batch, kv_heads, seqlen_k, .).
+Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
+                        TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
+                        TensorView<float> dv, const Mask& mask, const AttentionOptions& options);
 
 }  // namespace spattn

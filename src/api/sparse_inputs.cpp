@@ -1,10 +1,14 @@
-// Attention on dense or CSR inputs, one head (sparse_inputs.hpp): checks, then the planned
-// algorithm through the same head runner as dense inputs (the CSR views load like any other), or
-// the fp64 reference on the densified inputs.
+// Attention on dense or CSR inputs, every (batch, head) (sparse_inputs.hpp): checks, then the
+// planned algorithm through the same head runner as dense inputs (the CSR views load like any
+// other; grouped-query dK, dV summed by kv_reduction.hpp as for dense inputs), or the fp64
+// reference on the densified inputs.
 #include <spattn/sparse_inputs.hpp>
 
 #include "api/checks.hpp"
+#include "api/head_masks.hpp"
 #include "api/head_runner.hpp"
+#include "api/head_views.hpp"
+#include "api/kv_reduction.hpp"
 #include "api/sparse_inputs_detail.hpp"
 #include "cpu/workers.hpp"
 #include "reference/csr_input_check.hpp"
@@ -12,6 +16,7 @@
 #include <spattn/error.hpp>
 #include <spattn/reference.hpp>
 
+#include <string>
 #include <vector>
 
 namespace spattn {
@@ -44,48 +49,74 @@ double AttentionInputs::z_input() const {
 namespace sparse_inputs_detail {
 namespace {
 
-// A one-head matrix view: (1, 1, rows, cols) with data when it has elements.
+// A (batch, heads, rows, cols) view with data when it has elements.
 template <typename T>
-void check_matrix(const char* where, const char* name, const TensorView<T>& t, int64_t rows,
-                  int64_t cols, const char* shape_name) {
-  if (t.batch() != 1 || t.heads() != 1) {
-    fail(where, ": ", name, " has batch ", t.batch(), " and heads ", t.heads(),
-         "; sparse inputs take one head (batch = heads = 1)");
+void check_tensor(const char* where, const char* name, const TensorView<T>& t, int64_t batch, int64_t heads,
+                  int64_t rows, int64_t cols, const char* shape_name) {
+  if (t.batch() != batch || t.heads() != heads) {
+    fail(where, ": ", name, " has batch ", t.batch(), " and heads ", t.heads(), ", expected ", batch, " and ",
+         heads);
   }
   if (t.seqlen() != rows || t.head_dim() != cols) {
-    fail(where, ": ", name, " is ", t.seqlen(), " x ", t.head_dim(), ", expected ", shape_name, " = ",
-         rows, " x ", cols);
+    fail(where, ": ", name, " is ", t.seqlen(), " x ", t.head_dim(), ", expected ", shape_name, " = ", rows,
+         " x ", cols);
   }
-  if (t.data == nullptr && rows * cols > 0) fail(where, ": ", name, " has no data but ", rows * cols, " elements");
+  if (t.data == nullptr && t.numel() > 0) fail(where, ": ", name, " has no data but ", t.numel(), " elements");
 }
 
-void check_input(const char* where, const char* name, const AttentionInput& input) {
+void check_input(const char* where, const std::string& name, const AttentionInput& input) {
   if (input.is_csr()) {
     const CsrInput& csr = input.csr_view();
     if (csr.num_rows() < 0 || csr.num_cols() < 0) {
       fail(where, ": ", name, " is ", csr.num_rows(), " x ", csr.num_cols(), " (negative shape)");
     }
-    detail::check_csr_input(where, name, csr, csr.num_rows(), csr.num_cols(), "its shape");
+    detail::check_csr_input(where, name.c_str(), csr, csr.num_rows(), csr.num_cols(), "its shape");
   } else {
     const auto& t = input.dense_view();
     if (t.seqlen() < 0 || t.head_dim() < 0) {
       fail(where, ": ", name, " is ", t.seqlen(), " x ", t.head_dim(), " (negative shape)");
     }
-    check_matrix(where, name, t, t.seqlen(), t.head_dim(), "its shape");
+    check_tensor(where, name.c_str(), t, 1, 1, t.seqlen(), t.head_dim(), "its shape");
+  }
+}
+
+// Every input of a list (q, k or v: `per_batch` heads of each batch entry) valid and of the
+// first's shape. Its name is "q" for a one-head call, "q[i] (batch b, head h)" otherwise.
+void check_list(const char* where, const char* list, const std::vector<AttentionInput>& inputs, int64_t batch,
+                int64_t per_batch) {
+  if (static_cast<int64_t>(inputs.size()) != batch * per_batch) {
+    fail(where, ": ", list, " has ", inputs.size(), " inputs, expected batch x ",
+         std::string(list) == "q" ? "heads" : "kv_heads", " = ", batch, " x ", per_batch, " = ", batch * per_batch);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string name =
+        inputs.size() == 1 ? std::string(list)
+                           : std::string(list) + "[" + std::to_string(i) + "] (batch " +
+                                 std::to_string(static_cast<int64_t>(i) / per_batch) + ", head " +
+                                 std::to_string(static_cast<int64_t>(i) % per_batch) + ")";
+    check_input(where, name, inputs[i]);
+    const AttentionInput& first = inputs.front();
+    if (inputs[i].seqlen() != first.seqlen() || inputs[i].head_dim() != first.head_dim()) {
+      fail(where, ": ", name, " is ", inputs[i].seqlen(), " x ", inputs[i].head_dim(), ", ", list, "[0] is ",
+           first.seqlen(), " x ", first.head_dim(), " (every head has the same shape)");
+    }
   }
 }
 
 }  // namespace
 
-bounds::DenseShape check_inputs(const char* where, const AttentionInputs& in) {
-  check_input(where, "q", in.q);
-  check_input(where, "k", in.k);
-  check_input(where, "v", in.v);
-  if (in.k.head_dim() != in.q.head_dim()) {
-    fail(where, ": k has head_dim ", in.k.head_dim(), ", q has ", in.q.head_dim());
+bounds::DenseShape check_inputs(const char* where, const MultiHeadInputs& in) {
+  if (in.batch < 1 || in.heads < 1 || in.kv_heads < 1 || in.heads % in.kv_heads != 0) {
+    fail(where, ": batch ", in.batch, ", heads ", in.heads, ", kv_heads ", in.kv_heads,
+         ": each must be at least 1 and kv_heads must divide heads");
   }
-  if (in.v.seqlen() != in.k.seqlen()) fail(where, ": v has seqlen ", in.v.seqlen(), ", k has ", in.k.seqlen());
-  return {in.q.seqlen(), in.k.seqlen(), in.q.head_dim(), in.v.head_dim()};
+  check_list(where, "q", in.q, in.batch, in.heads);
+  check_list(where, "k", in.k, in.batch, in.kv_heads);
+  check_list(where, "v", in.v, in.batch, in.kv_heads);
+  const AttentionInput &q = in.q.front(), &k = in.k.front(), &v = in.v.front();
+  if (k.head_dim() != q.head_dim()) fail(where, ": k has head_dim ", k.head_dim(), ", q has ", q.head_dim());
+  if (v.seqlen() != k.seqlen()) fail(where, ": v has seqlen ", v.seqlen(), ", k has ", k.seqlen());
+  return {q.seqlen(), k.seqlen(), q.head_dim(), v.head_dim()};
 }
 
 SlowMatrix<const float> slow_matrix(const AttentionInput& input) {
@@ -99,13 +130,15 @@ SlowMatrix<const float> slow_matrix(const AttentionInput& input) {
 
 namespace {
 
+using api_detail::head_matrix;
 using sparse_inputs_detail::check_inputs;
+using sparse_inputs_detail::check_tensor;
 using sparse_inputs_detail::slow_matrix;
 
+// Head (b, h) of a rank-4 tensor as a (1, 1, seqlen, dim) view.
 template <typename T>
-SlowMatrix<T> matrix_of(const TensorView<T>& t) {
-  return SlowMatrix<T>(t.seqlen() > 0 ? t.row(0, 0, 0) : t.data, t.seqlen(), t.head_dim(), t.stride[2],
-                       t.stride[3]);
+TensorView<T> head_view(const TensorView<T>& t, int64_t b, int64_t h) {
+  return {t.row(b, h, 0), {1, 1, t.seqlen(), t.head_dim()}, t.stride};
 }
 
 // The densified input in double, for the reference.
@@ -132,12 +165,16 @@ DoubleMatrix to_double(const AttentionInput& input) {
   out.view = TensorView<const double>::matrix(out.data.data(), rows, cols);
   return out;
 }
-DoubleMatrix to_double(const TensorView<const float>& t) { return to_double(AttentionInput::dense(t)); }
 
-void copy_out(const std::vector<double>& from, const TensorView<float>& to) {
+// sum += from (one head's gradient, row-major; `sum` starts empty).
+void add_into(const std::vector<double>& from, std::vector<double>& sum) {
+  if (sum.empty()) sum.assign(from.size(), 0.0);
+  for (size_t i = 0; i < from.size(); ++i) sum[i] += from[i];
+}
+void copy_out(const std::vector<double>& from, const TensorView<float>& to, int64_t b, int64_t h) {
   size_t i = 0;
   for (int64_t r = 0; r < to.seqlen(); ++r) {
-    for (int64_t c = 0; c < to.head_dim(); ++c) to.at(0, 0, r, c) = static_cast<float>(from[i++]);
+    for (int64_t c = 0; c < to.head_dim(); ++c) to.at(b, h, r, c) = static_cast<float>(from[i++]);
   }
 }
 
@@ -152,14 +189,50 @@ Algorithm planned_algorithm(const AttentionOptions& options) {
   return options.algorithm == Algorithm::reference ? Algorithm::automatic : options.algorithm;
 }
 
+// The fp64 reference, head by head on the densified inputs; dK and dV summed over each group.
+void reference_forward(const MultiHeadInputs& in, const TensorView<float>& o, const TensorView<float>& lse,
+                       const Mask& mask, double scale) {
+  for (int64_t b = 0; b < in.batch; ++b) {
+    for (int64_t h = 0; h < in.heads; ++h) {
+      const AttentionInputs head = in.head(b, h);
+      const DoubleMatrix q = to_double(head.q), k = to_double(head.k), v = to_double(head.v);
+      const auto result = reference::forward<int64_t>(q.view, k.view, v.view, {mask.csr()}, scale);
+      copy_out(result.o, o, b, h);
+      copy_out(result.lse, lse, b, h);
+    }
+  }
+}
+
+void reference_backward(const MultiHeadInputs& in, const TensorView<const float>& d_o, const TensorView<float>& dq,
+                        const TensorView<float>& dk, const TensorView<float>& dv, const Mask& mask, double scale) {
+  const int64_t group = in.heads / in.kv_heads;
+  for (int64_t b = 0; b < in.batch; ++b) {
+    for (int64_t g = 0; g < in.kv_heads; ++g) {
+      std::vector<double> dk_sum, dv_sum;
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        const AttentionInputs head = in.head(b, h);
+        const DoubleMatrix q = to_double(head.q), k = to_double(head.k), v = to_double(head.v),
+                           d_od = to_double(AttentionInput::dense(head_view(d_o, b, h)));
+        const auto result = reference::backward<int64_t>(q.view, k.view, v.view, d_od.view, {mask.csr()}, scale);
+        copy_out(result.dq, dq, b, h);
+        add_into(result.dk, dk_sum);
+        add_into(result.dv, dv_sum);
+      }
+      copy_out(dk_sum, dk, b, g);
+      copy_out(dv_sum, dv, b, g);
+    }
+  }
+}
+
 }  // namespace
 
-Plan attention_forward(const AttentionInputs& inputs, TensorView<float> o, TensorView<float> lse,
-                       const Mask& mask, const AttentionOptions& options) {
+Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse, const Mask& mask,
+                       const AttentionOptions& options) {
   const char* where = "attention_forward (sparse inputs)";
   const bounds::DenseShape shape = check_inputs(where, inputs);
-  sparse_inputs_detail::check_matrix(where, "o", o, shape.seqlen_q, shape.head_dim_v, "seqlen_q x head_dim_v");
-  sparse_inputs_detail::check_matrix(where, "lse", lse, shape.seqlen_q, 1, "seqlen_q x 1");
+  const int64_t batch = inputs.batch, heads = inputs.heads;
+  check_tensor(where, "o", o, batch, heads, shape.seqlen_q, shape.head_dim_v, "seqlen_q x head_dim_v");
+  check_tensor(where, "lse", lse, batch, heads, shape.seqlen_q, 1, "seqlen_q x 1");
   check_mask_shape(where, mask, shape);
   const double scale = api_detail::resolve_scale(where, options, shape.head_dim);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
@@ -167,56 +240,77 @@ Plan attention_forward(const AttentionInputs& inputs, TensorView<float> o, Tenso
   const Plan plan = plan_attention(inputs, mask, cache_words, Pass::forward, planned_algorithm(options));
 
   if (options.algorithm == Algorithm::reference) {
-    const DoubleMatrix q = to_double(inputs.q), k = to_double(inputs.k), v = to_double(inputs.v);
-    const auto result = reference::forward<int64_t>(q.view, k.view, v.view, {mask.csr()}, scale);
-    copy_out(result.o, o);
-    copy_out(result.lse, lse);
+    reference_forward(inputs, o, lse, mask, scale);
     return plan;
   }
-  const std::vector<schedules::HeadForward> heads{{slow_matrix(inputs.q), slow_matrix(inputs.k),
-                                                   slow_matrix(inputs.v), matrix_of(o), matrix_of(lse),
-                                                   static_cast<float>(scale)}};
+  std::vector<schedules::HeadForward> problems;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const AttentionInputs head = inputs.head(b, h);
+      problems.push_back({slow_matrix(head.q), slow_matrix(head.k), slow_matrix(head.v), head_matrix(o, b, h),
+                          head_matrix(lse, b, h), static_cast<float>(scale)});
+    }
+  }
   api_detail::HeadRunner(plan.algorithm, plan.shape, mask, cache_words, Pass::forward, threads)
-      .run(heads, options.ledger);
+      .run(problems, options.ledger);
   return plan;
+}
+
+Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
+                        TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
+                        TensorView<float> dv, const Mask& mask, const AttentionOptions& options) {
+  const char* where = "attention_backward (sparse inputs)";
+  const bounds::DenseShape shape = check_inputs(where, inputs);
+  const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
+  const int64_t batch = inputs.batch, heads = inputs.heads, kv_heads = inputs.kv_heads;
+  check_tensor(where, "o", o, batch, heads, m, e, "seqlen_q x head_dim_v");
+  check_tensor(where, "lse", lse, batch, heads, m, 1, "seqlen_q x 1");
+  check_tensor(where, "d_o", d_o, batch, heads, m, e, "seqlen_q x head_dim_v");
+  check_tensor(where, "dq", dq, batch, heads, m, d, "seqlen_q x head_dim (q's shape)");
+  check_tensor(where, "dk", dk, batch, kv_heads, n, d, "seqlen_k x head_dim (k's shape)");
+  check_tensor(where, "dv", dv, batch, kv_heads, n, e, "seqlen_k x head_dim_v (v's shape)");
+  check_mask_shape(where, mask, shape);
+  const double scale = api_detail::resolve_scale(where, options, d);
+  const int64_t cache_words = api_detail::resolve_cache(where, options);
+  const int threads = cpu::resolve_threads(where, options.threads);
+  Plan plan = plan_attention(inputs, mask, cache_words, Pass::backward, planned_algorithm(options));
+
+  if (options.algorithm == Algorithm::reference) {
+    reference_backward(inputs, d_o, dq, dk, dv, mask, scale);
+    return plan;
+  }
+  // Grouped-query attention: each query head's dK, dV apart, the group's added up afterwards.
+  api_detail::KvGradientSlots gradients(dk, dv, heads, heads / kv_heads);
+  const std::vector<api_detail::KvSum> sums = gradients.sums();
+  const api_detail::KvSumWords sum_words = api_detail::predict_kv_sums(sums);
+  api_detail::add_kv_sum_words(plan, sum_words.reads, sum_words.writes);
+  std::vector<float> delta(static_cast<size_t>(batch * heads * m));  // slow-memory scratch for D, per head
+  std::vector<schedules::HeadBackward> problems;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const AttentionInputs head = inputs.head(b, h);
+      float* head_delta = delta.data() + static_cast<size_t>((b * heads + h) * m);
+      problems.push_back({slow_matrix(head.q), slow_matrix(head.k), slow_matrix(head.v), head_matrix(o, b, h),
+                          head_matrix(lse, b, h), head_matrix(d_o, b, h), SlowMatrix<float>::dense(head_delta, m, 1),
+                          head_matrix(dq, b, h), gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)});
+    }
+  }
+  api_detail::HeadRunner(plan.algorithm, plan.shape, mask, cache_words, Pass::backward, threads)
+      .run(problems, options.ledger);
+  api_detail::sum_kv_gradients(sums, cache_words, threads, options.ledger);
+  return plan;
+}
+
+Plan attention_forward(const AttentionInputs& inputs, TensorView<float> o, TensorView<float> lse,
+                       const Mask& mask, const AttentionOptions& options) {
+  return attention_forward(MultiHeadInputs::one(inputs), o, lse, mask, options);
 }
 
 Plan attention_backward(const AttentionInputs& inputs, TensorView<const float> o,
                         TensorView<const float> lse, TensorView<const float> d_o,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const Mask& mask, const AttentionOptions& options) {
-  const char* where = "attention_backward (sparse inputs)";
-  const bounds::DenseShape shape = check_inputs(where, inputs);
-  const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
-  sparse_inputs_detail::check_matrix(where, "o", o, m, e, "seqlen_q x head_dim_v");
-  sparse_inputs_detail::check_matrix(where, "lse", lse, m, 1, "seqlen_q x 1");
-  sparse_inputs_detail::check_matrix(where, "d_o", d_o, m, e, "seqlen_q x head_dim_v");
-  sparse_inputs_detail::check_matrix(where, "dq", dq, m, d, "seqlen_q x head_dim (q's shape)");
-  sparse_inputs_detail::check_matrix(where, "dk", dk, n, d, "seqlen_k x head_dim (k's shape)");
-  sparse_inputs_detail::check_matrix(where, "dv", dv, n, e, "seqlen_k x head_dim_v (v's shape)");
-  check_mask_shape(where, mask, shape);
-  const double scale = api_detail::resolve_scale(where, options, d);
-  const int64_t cache_words = api_detail::resolve_cache(where, options);
-  const int threads = cpu::resolve_threads(where, options.threads);
-  const Plan plan = plan_attention(inputs, mask, cache_words, Pass::backward, planned_algorithm(options));
-
-  if (options.algorithm == Algorithm::reference) {
-    const DoubleMatrix q = to_double(inputs.q), k = to_double(inputs.k), v = to_double(inputs.v),
-                       d_od = to_double(d_o);
-    const auto result = reference::backward<int64_t>(q.view, k.view, v.view, d_od.view, {mask.csr()}, scale);
-    copy_out(result.dq, dq);
-    copy_out(result.dk, dk);
-    copy_out(result.dv, dv);
-    return plan;
-  }
-  std::vector<float> delta(static_cast<size_t>(m));  // slow-memory scratch for D
-  const std::vector<schedules::HeadBackward> heads{
-      {slow_matrix(inputs.q), slow_matrix(inputs.k), slow_matrix(inputs.v), matrix_of(o), matrix_of(lse),
-       matrix_of(d_o), SlowMatrix<float>::dense(delta.data(), m, 1), matrix_of(dq), matrix_of(dk),
-       matrix_of(dv), static_cast<float>(scale)}};
-  api_detail::HeadRunner(plan.algorithm, plan.shape, mask, cache_words, Pass::backward, threads)
-      .run(heads, options.ledger);
-  return plan;
+  return attention_backward(MultiHeadInputs::one(inputs), o, lse, d_o, dq, dk, dv, mask, options);
 }
 
 }  // namespace spattn

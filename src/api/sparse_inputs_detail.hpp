@@ -10,9 +10,11 @@
 
 namespace spattn::sparse_inputs_detail {
 
-// Each input valid (dense: a (1, 1, seqlen, dim) view with data; CSR: structure and finite values,
-// errors naming "q", "k" or "v") and the shapes agreeing; returns the per-head shape.
-bounds::DenseShape check_inputs(const char* where, const AttentionInputs& inputs);
+// The counts (q: batch x heads, k and v: batch x kv_heads, kv_heads dividing heads), each input
+// valid (dense: a (1, 1, seqlen, dim) view with data; CSR: structure and finite values), every
+// head of one shape and the shapes agreeing; errors name "q", "k" or "v" (with the index when
+// there are several heads). Returns the per-head shape.
+bounds::DenseShape check_inputs(const char* where, const MultiHeadInputs& inputs);
 
 // The input as a slow-memory view the schedules load from (dense or CSR).
 schedules::SlowMatrix<const float> slow_matrix(const AttentionInput& input);

@@ -15,6 +15,9 @@
 #include <spattn/bounds.hpp>
 #include <spattn/error.hpp>
 
+#include <algorithm>
+#include <vector>
+
 namespace spattn {
 namespace {
 
@@ -62,12 +65,23 @@ double compulsory(const bounds::DenseShape& shape, Pass pass, const HeadInputs& 
   return words;
 }
 
-}  // namespace
+Algorithm cheaper(const AlgorithmCost& flash, const AlgorithmCost& small_cache) {
+  const bool flash_wins = flash.feasible && (!small_cache.feasible || flash.total() <= small_cache.total());
+  return flash_wins ? Algorithm::flash : Algorithm::small_cache;
+}
 
-Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested) {
-  const char* where = "plan (sparse inputs)";
-  const bounds::DenseShape shape = sparse_inputs_detail::check_inputs(where, inputs);
+// The ratios of the plan's words to the bound and to flash's (cost_heads = num_heads here).
+void set_ratios(Plan& plan) {
+  const double total = static_cast<double>(plan.total());
+  plan.ratio_to_bound = plan.bound.value > 0.0 ? total / plan.bound.value : 0.0;
+  plan.ratio_to_flash =
+      plan.flash.feasible && plan.flash.total() > 0 ? total / static_cast<double>(plan.flash.total()) : 0.0;
+  plan.beats_worst_case = plan.masked && plan.ratio_to_bound < 1.0;
+}
+
+// One head's plan (its inputs already checked).
+Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, const Mask& mask,
+               int64_t cache_words, Pass pass, Algorithm requested) {
   Plan plan = plan_attention(shape, mask, cache_words, pass, requested);  // checks M, mask, feasibility
   if (!inputs.any_csr()) return plan;
 
@@ -75,11 +89,7 @@ Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cac
   const HeadInputs in = sparse_inputs_detail::head_inputs(inputs);
   if (plan.flash.feasible) set_words(plan.flash, flash_words(head, mask, cache_words, pass, in));
   if (plan.small_cache.feasible) set_words(plan.small_cache, small_cache_words(head, mask, cache_words, pass, in));
-  if (requested == Algorithm::automatic) {
-    const bool flash_wins = plan.flash.feasible &&
-                            (!plan.small_cache.feasible || plan.flash.total() <= plan.small_cache.total());
-    plan.algorithm = flash_wins ? Algorithm::flash : Algorithm::small_cache;
-  }
+  if (requested == Algorithm::automatic) plan.algorithm = cheaper(plan.flash, plan.small_cache);
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads;
   plan.writes = chosen.writes;
@@ -91,15 +101,77 @@ Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cac
   plan.bound = bounds::sparse(plan.z_input, static_cast<double>(plan.z_qk), static_cast<double>(cache_words));
   plan.theoretical_switch = plan.bound.crossover_m;
   plan.compulsory = compulsory(plan.shape, pass, in);
-  const double total = static_cast<double>(plan.total());
-  plan.ratio_to_bound = plan.bound.value > 0.0 ? total / plan.bound.value : 0.0;
-  plan.ratio_to_flash =
-      plan.flash.feasible && plan.flash.total() > 0 ? total / static_cast<double>(plan.flash.total()) : 0.0;
-  plan.beats_worst_case = plan.ratio_to_bound < 1.0;
+  set_ratios(plan);
   plan.switch_cache_words = 0;
   plan.switch_searched = false;
   plan.sparse_inputs = true;
   return plan;
+}
+
+void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost) {
+  sum.reads += cost.reads;
+  sum.writes += cost.writes;
+  sum.index_words += cost.index_words;
+}
+
+// Every head's plan summed: the words (each head's nonzeros give its own), Z_input, Z_QK, the
+// bound and the compulsory words; one algorithm for all heads (the cheaper sum when automatic).
+// The branch and theoretical switch are the first head's (each head has its own).
+Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested) {
+  Plan plan = heads.front();
+  plan.num_heads = plan.cost_heads = static_cast<int64_t>(heads.size());
+  plan.flash.reads = plan.flash.writes = plan.flash.index_words = 0;
+  plan.small_cache.reads = plan.small_cache.writes = plan.small_cache.index_words = 0;
+  plan.z_qk = 0;
+  plan.z_input = plan.compulsory = 0.0;
+  plan.bound.value = plan.bound.large_cache = plan.bound.small_cache = 0.0;
+  for (const Plan& head : heads) {
+    add_cost(plan.flash, head.flash);
+    add_cost(plan.small_cache, head.small_cache);
+    plan.z_qk += head.z_qk;
+    plan.z_input += head.z_input;
+    plan.compulsory += head.compulsory;
+    plan.bound.value += head.bound.value;
+    plan.bound.large_cache += head.bound.large_cache;
+    plan.bound.small_cache += head.bound.small_cache;
+    plan.masked = plan.masked || head.masked;
+    plan.sparse_inputs = plan.sparse_inputs || head.sparse_inputs;
+  }
+  plan.algorithm = requested == Algorithm::automatic ? cheaper(plan.flash, plan.small_cache) : requested;
+  const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
+  plan.reads = chosen.reads;
+  plan.writes = chosen.writes;
+  set_ratios(plan);
+  plan.switch_cache_words = 0;
+  plan.switch_searched = false;
+  return plan;
+}
+
+}  // namespace
+
+MultiHeadInputs MultiHeadInputs::one(const AttentionInputs& inputs) { return {1, 1, 1, {inputs.q}, {inputs.k}, {inputs.v}}; }
+
+AttentionInputs MultiHeadInputs::head(int64_t b, int64_t h) const {
+  const int64_t g = h / std::max<int64_t>(heads / std::max<int64_t>(kv_heads, 1), 1);
+  return {q[static_cast<size_t>(b * heads + h)], k[static_cast<size_t>(b * kv_heads + g)],
+          v[static_cast<size_t>(b * kv_heads + g)]};
+}
+
+Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
+                    Algorithm requested) {
+  const bounds::DenseShape shape = sparse_inputs_detail::check_inputs("plan (sparse inputs)", inputs);
+  std::vector<Plan> heads;
+  for (int64_t b = 0; b < inputs.batch; ++b) {
+    for (int64_t h = 0; h < inputs.heads; ++h) {
+      heads.push_back(plan_head(shape, inputs.head(b, h), mask, cache_words, pass, requested));
+    }
+  }
+  return heads.size() == 1 ? heads.front() : sum_heads(heads, requested);
+}
+
+Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
+                    Algorithm requested) {
+  return plan_attention(MultiHeadInputs::one(inputs), mask, cache_words, pass, requested);
 }
 
 }  // namespace spattn

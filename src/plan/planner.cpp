@@ -332,10 +332,13 @@ std::string Plan::to_string() const {
   if (masked) {
     const double area = static_cast<double>(shape.seqlen_q) * static_cast<double>(shape.seqlen_k) *
                         static_cast<double>(std::max<int64_t>(cost_heads, 1));
-    out << "  mask" << (cost_heads > 1 ? "s (one per head)" : "") << ": " << z_qk << " attended pairs"
-        << (cost_heads > 1 ? " over " + std::to_string(cost_heads) + " heads" : std::string())
-        << " (density " << static_cast<double>(z_qk) / area
-        << "); Z_input = (nnz(Q) + nnz(K)) / 2 = " << z_input << "\n";
+    // Several cost heads: one mask per head, or (sparse inputs) one mask with every head's own
+    // nonzeros, so Z_QK and Z_input are the heads' sums.
+    const std::string over = cost_heads > 1 ? " over " + std::to_string(cost_heads) + " heads" : std::string();
+    out << "  mask" << (cost_heads > 1 && !sparse_inputs ? "s (one per head)" : "") << ": " << z_qk
+        << " attended pairs" << over << " (density " << static_cast<double>(z_qk) / area
+        << "); Z_input = (nnz(Q) + nnz(K)) / 2 = " << z_input
+        << (cost_heads > 1 && sparse_inputs ? " summed" + over : std::string()) << "\n";
   }
   out << "  algorithm: " << algorithm_name(algorithm)
       << (requested == Algorithm::automatic ? " (chosen: smaller predicted I/O)" : " (requested)")
@@ -372,14 +375,15 @@ std::string Plan::to_string() const {
                   theoretical_switch > 0 ? static_cast<double>(switch_cache_words) / theoretical_switch : 0.0,
                   masked ? "Z_input^2 / Z_QK" : "d^2", theoretical_switch);
     out << line;
-  } else if (cost_heads > 1) {
+  } else if (cost_heads > 1 && !sparse_inputs) {
     out << "  switch: not searched for per-head masks (each mask has its own)\n";
   } else if (!switch_searched) {
     // Only dense-input plans can search it (sparse_inputs.hpp's plan never does).
     out << (sparse_inputs
                 ? "  switch: not searched for sparse inputs"
                 : "  switch: not searched (spattn plan --switch searches it for dense inputs)")
-        << "; theory puts it at Z_input^2 / Z_QK = " << theoretical_switch << " words\n";
+        << "; theory puts it at Z_input^2 / Z_QK = " << theoretical_switch << " words"
+        << (cost_heads > 1 ? " (for the first head; each head has its own)" : "") << "\n";
   } else {
     out << "  switch: none in range (one algorithm is cheaper at every M)\n";
   }
