@@ -3,7 +3,11 @@
 // and SDPA on the same masks.
 //
 //   spattn_cuda_bench --out DIR [--n 16384] [--d 128] [--heads 16] [--reps 5] [--dtype bf16]
-//                     [--algorithm flash] [--mask NAME=SPEC]...
+//                     [--algorithm flash] [--mask NAME=SPEC]... [--dump DIR]
+//
+// --dump DIR writes the inputs (q, k, v, dO) and, per mask, the outputs (o, lse, dq, dk, dv) as raw
+// little-endian arrays, so that torch_compare.py checks spattn's results at the benchmark's size
+// against an fp32 reference and runs FlexAttention on the very same inputs.
 //
 // Throughput counts attended pairs only: forward 4 |Omega| d flops per head (Q K^T and P V),
 // backward 2.5 times that (FlashAttention's convention), forward + backward 3.5 times.
@@ -30,6 +34,7 @@ struct Args {
   std::string out = ".";
   int64_t n = 16384, d = 128, heads = 16, reps = 5;
   std::string dtype = "bf16";
+  std::string dump;  // empty: write no tensors
   cu::CudaAlgorithm algorithm = cu::CudaAlgorithm::flash;
   std::vector<std::pair<std::string, std::string>> masks;
 };
@@ -46,6 +51,7 @@ Args parse(int argc, char** argv) {
     else if (key == "--heads") a.heads = std::stoll(value);
     else if (key == "--reps") a.reps = std::stoll(value);
     else if (key == "--dtype") a.dtype = value;
+    else if (key == "--dump") a.dump = value;
     else if (key == "--algorithm") a.algorithm = value == "small_cache" ? cu::CudaAlgorithm::small_cache : cu::CudaAlgorithm::flash;
     else if (key == "--mask") {
       const auto eq = value.find('=');
@@ -74,20 +80,40 @@ double median_ms(int64_t reps, F&& run) {
   return times[times.size() / 2];
 }
 
-void write_i64(const std::string& path, const int64_t* data, int64_t count) {
+template <typename E>
+void write_raw(const std::string& path, const E* data, size_t count) {
   std::ofstream file(path, std::ios::binary);
-  file.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(int64_t)));
+  file.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(E)));
   if (!file) throw std::runtime_error("cannot write " + path);
+}
+
+template <typename E>
+void dump(const std::string& path, const cu::DeviceMemory<E>& memory) {
+  const std::vector<E> host = memory.download();
+  write_raw(path, host.data(), host.size());
+}
+
+// Independent standard-normal inputs (q == k would make every row's largest score its diagonal).
+template <typename T>
+std::vector<T> random_input(std::mt19937& engine, int64_t numel) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<T> host(static_cast<size_t>(numel));
+  for (T& x : host) x = cu::from_float<T>(normal(engine));
+  return host;
 }
 
 template <typename T>
 std::string run(const Args& a) {
   const int64_t n = a.n, d = a.d, h = a.heads, numel = h * n * d;
   std::mt19937 engine(1);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<T> host(static_cast<size_t>(numel));
-  for (T& x : host) x = cu::from_float<T>(normal(engine));
-  cu::DeviceMemory<T> q(host), k(host), v(host), d_o(host);
+  cu::DeviceMemory<T> q(random_input<T>(engine, numel)), k(random_input<T>(engine, numel)),
+      v(random_input<T>(engine, numel)), d_o(random_input<T>(engine, numel));
+  if (!a.dump.empty()) {
+    dump(a.dump + "/q.raw", q);
+    dump(a.dump + "/k.raw", k);
+    dump(a.dump + "/v.raw", v);
+    dump(a.dump + "/do.raw", d_o);
+  }
   cu::DeviceMemory<T> o(static_cast<size_t>(numel)), dq(static_cast<size_t>(numel)), dk(static_cast<size_t>(numel)),
       dv(static_cast<size_t>(numel));
   cu::DeviceMemory<float> lse(static_cast<size_t>(h * n));
@@ -103,13 +129,13 @@ std::string run(const Args& a) {
 
   std::string json = "{\"n\": " + std::to_string(n) + ", \"d\": " + std::to_string(d) + ", \"heads\": " +
                      std::to_string(h) + ", \"dtype\": \"" + a.dtype + "\", \"algorithm\": \"" +
-                     cu::cuda_algorithm_name(a.algorithm) + "\", \"masks\": [";
+                     cu::cuda_algorithm_name(a.algorithm) + "\", \"dump\": \"" + a.dump + "\", \"masks\": [";
   for (size_t m = 0; m < a.masks.size(); ++m) {
     const auto& [name, spec] = a.masks[m];
     const spattn::Mask mask = spattn::Mask::from_spec(spec, n, n);
     const auto csr = mask.csr();
-    write_i64(a.out + "/" + name + ".row_ptr.i64", csr.row_ptr, n + 1);
-    write_i64(a.out + "/" + name + ".col_idx.i64", csr.col_idx, csr.nnz());
+    write_raw(a.out + "/" + name + ".row_ptr.i64", csr.row_ptr, static_cast<size_t>(n + 1));
+    write_raw(a.out + "/" + name + ".col_idx.i64", csr.col_idx, static_cast<size_t>(csr.nnz()));
     cu::DeviceRun fwd_run, bwd_run;
     auto forward = [&] { fwd_run = cu::attention_forward<T>(C(qv), C(kv), C(vv), ov, lsev, mask, options); };
     auto backward = [&] {
@@ -122,6 +148,12 @@ std::string run(const Args& a) {
       forward();
       backward();
     });
+    if (!a.dump.empty()) {  // the outputs of the last forward + backward
+      for (auto [suffix, memory] : {std::pair{"o", &o}, {"dq", &dq}, {"dk", &dk}, {"dv", &dv}}) {
+        dump(a.dump + "/" + name + "." + suffix + ".raw", *memory);
+      }
+      dump(a.dump + "/" + name + ".lse.raw", lse);
+    }
     const double fwd_flops = 4.0 * static_cast<double>(mask.nnz()) * static_cast<double>(d) * static_cast<double>(h);
     auto tflops = [](double flops, double ms) { return flops / (ms * 1e-3) / 1e12; };
     std::printf("spattn %-15s %-14s nnz %lld (density %.4f)  fwd %8.3f ms %6.2f TFLOP/s  bwd %8.3f ms %6.2f TFLOP/s  "

@@ -3,7 +3,12 @@
 and the comparison table: times, TFLOP/s on attended pairs (forward 4 |Omega| d per head, backward
 2.5x, forward + backward 3.5x) and spattn's throughput as a fraction of each.
 
-    torch_compare.py DIR     (DIR holds spattn_cuda.json and NAME.row_ptr.i64 / NAME.col_idx.i64)
+    torch_compare.py DIR [REPS]  (DIR holds spattn_cuda.json and NAME.row_ptr.i64 / NAME.col_idx.i64)
+
+When spattn_cuda_bench ran with --dump, its inputs are used here too, and each mask's outputs are
+checked on the first and last head against an fp64 reference (dense masked softmax, autograd), beside
+FlexAttention's error on the same inputs: relative Frobenius errors of o, dq, dk, dv and the largest
+lse difference.
 """
 import json
 import os
@@ -25,6 +30,63 @@ def dense_mask(directory, name, n, device):
     return mask
 
 
+def load_raw(path, dtype, shape):
+    numel = 1
+    for extent in shape:
+        numel *= extent
+    return torch.from_file(path, shared=False, size=numel, dtype=dtype).view(shape).to("cuda")
+
+
+def reference_head(q, k, v, d_o, mask):
+    """fp64 forward and backward of one head (n, d) under a dense boolean mask."""
+    q, k, v = (x.double().requires_grad_(True) for x in (q, k, v))
+    scores = (q @ k.T) / q.shape[-1] ** 0.5
+    scores = scores.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    prob = torch.where(mask, torch.exp(scores - lse[:, None]), torch.zeros((), dtype=torch.float64, device=q.device))
+    out = prob @ v
+    out.backward(d_o.double())
+    return {"o": out.detach(), "lse": lse.detach(), "dq": q.grad, "dk": k.grad, "dv": v.grad}
+
+
+def relative_error(x, ref):
+    return (x.double() - ref).norm().item() / max(ref.norm().item(), 1e-300)
+
+
+def check(directory, ours, name, inputs, mask, flex_outputs):
+    """spattn's and FlexAttention's errors against the fp64 reference on the first and last head."""
+    n, d, heads = ours["n"], ours["d"], ours["heads"]
+    dtype = inputs[0].dtype
+    spattn = {x: load_raw(f"{ours['dump']}/{name}.{x}.raw", dtype, (1, heads, n, d)) for x in ("o", "dq", "dk", "dv")}
+    spattn["lse"] = load_raw(f"{ours['dump']}/{name}.lse.raw", torch.float32, (1, heads, n))
+    worst = {}
+    for h in sorted({0, heads - 1}):
+        ref = reference_head(*(x[0, h] for x in inputs), mask)
+        for system, outputs in (("spattn", spattn), ("flex", flex_outputs)):
+            for x in ("o", "dq", "dk", "dv"):
+                err = relative_error(outputs[x][0, h], ref[x])
+                assert err == err, f"{name} {system} {x}: NaN"
+                worst[(system, x)] = max(worst.get((system, x), 0.0), err)
+            if "lse" in outputs:
+                lse_err = (outputs["lse"][0, h].double() - ref["lse"]).abs().max().item()
+                worst[(system, "lse")] = max(worst.get((system, "lse"), 0.0), lse_err)
+        del ref
+    line = " ".join(f"{x} {worst[('spattn', x)]:.2e}" for x in ("o", "dq", "dk", "dv", "lse"))
+    flex_line = " ".join(f"{x} {worst[('flex', x)]:.2e}" for x in ("o", "dq", "dk", "dv"))
+    ratio = max(worst[("spattn", x)] / max(worst[("flex", x)], 1e-30) for x in ("o", "dq", "dk", "dv"))
+    print(f"{name}: check vs fp64 (heads 0 and {heads - 1}): spattn {line}; flex {flex_line}; "
+          f"worst spattn/flex error ratio {ratio:.2f}")
+    return ratio
+
+
+def flex_outputs_of(attend, inputs):
+    q, k, v, d_o = (x.detach().clone() for x in inputs)
+    q.requires_grad_(True), k.requires_grad_(True), v.requires_grad_(True)
+    out = attend(q, k, v)
+    out.backward(d_o)
+    return {"o": out.detach(), "dq": q.grad, "dk": k.grad, "dv": v.grad}
+
+
 def timed_ms(fn, reps):
     fn()  # warm-up (and compilation)
     torch.cuda.synchronize()
@@ -40,9 +102,8 @@ def timed_ms(fn, reps):
     return times[len(times) // 2]
 
 
-def measure(attend, q, k, v, reps):
+def measure(attend, q, k, v, grad, reps):
     """Forward, backward (from a stored forward) and forward + backward of attend(q, k, v)."""
-    grad = torch.randn_like(q)
     qg, kg, vg = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
 
     def forward():
@@ -81,8 +142,13 @@ def main():
 
     flex = torch.compile(flex_attention)
     torch.manual_seed(0)
-    q, k, v = (torch.randn(1, heads, n, d, device=device, dtype=dtype) for _ in range(3))
+    if ours.get("dump"):
+        inputs = [load_raw(f"{ours['dump']}/{x}.raw", dtype, (1, heads, n, d)) for x in ("q", "k", "v", "do")]
+    else:
+        inputs = [torch.randn(1, heads, n, d, device=device, dtype=dtype) for _ in range(4)]
+    q, k, v, grad = inputs
     rows = []
+    worst_ratio = 0.0
     for entry in ours["masks"]:
         name = entry["name"]
         mask = dense_mask(directory, name, n, device)
@@ -97,12 +163,16 @@ def main():
         print(f"{name}: block mask built in {time.time() - t0:.1f} s")
         flops = 4.0 * nnz * d * heads
         results = {"spattn": (entry["fwd_ms"], entry["bwd_ms"], entry["fwd_bwd_ms"])}
-        results["flex"] = measure(lambda a, b, c: flex(a, b, c, block_mask=block_mask), q, k, v, reps)
+        results["flex"] = measure(lambda a, b, c: flex(a, b, c, block_mask=block_mask), q, k, v, grad, reps)
+        if ours.get("dump"):
+            flex_out = flex_outputs_of(lambda a, b, c: flex(a, b, c, block_mask=block_mask), inputs)
+            worst_ratio = max(worst_ratio, check(directory, ours, name, inputs, mask, flex_out))
+            del flex_out
         sdpa_mask = mask.view(1, 1, n, n)
         try:
             results["sdpa"] = measure(
                 lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(a, b, c, attn_mask=sdpa_mask),
-                q, k, v, reps)
+                q, k, v, grad, reps)
         except RuntimeError as error:  # e.g. out of memory for the dense mask's bias
             print(f"{name}: sdpa failed: {error}")
         del mask
@@ -118,6 +188,11 @@ def main():
           f"{'fwd TF/s':>9} {'bwd TF/s':>9} {'f+b TF/s':>9}")
     for row in rows:
         print(f"{row[0]:16} {row[1]:7} {row[2]:9.3f} {row[3]:9.3f} {row[4]:9.3f} {row[5]:9.2f} {row[6]:9.2f} {row[7]:9.2f}")
+    if ours.get("dump"):
+        print(f"worst spattn/flex error ratio over masks and outputs: {worst_ratio:.2f}")
+        if worst_ratio > 2.0:
+            print("CHECK FAILED: spattn's error exceeds twice FlexAttention's")
+            sys.exit(1)
 
 
 if __name__ == "__main__":
