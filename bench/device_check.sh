@@ -12,7 +12,7 @@
 # (every step's log); the masks and tensors the comparison reads stay in a scratch folder.
 #
 # SPATTN_PREBUILT=DIR: use the binaries in DIR (cuda_tile_math_test, cuda_api_test,
-# cuda_attention_test, spattn_cuda_bench, built elsewhere for this GPU's architecture against the
+# cuda_attention_test, cuda_half_precision_test, spattn_cuda_bench, built elsewhere for this GPU's architecture against the
 # same CUDA version) when they start here; otherwise build here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +59,7 @@ else
   if [ $tests -eq 1 ]; then
     log "build (spattn, the CUDA tests, spattn_cuda_bench)"
     timeout "$(limit 300)" cmake --build "$build" -j "$jobs" --target spattn_cuda_bench cuda_attention_test \
-      cuda_api_test cuda_tile_math_test > "$logs/build.log" 2>&1 \
+      cuda_half_precision_test cuda_api_test cuda_tile_math_test > "$logs/build.log" 2>&1 \
       || { tail -40 "$logs/build.log"; echo "DEVICE CHECK FAILED: build"; exit 1; }
   else
     log "build (spattn; the tests need GoogleTest: NOT RUN)"
@@ -74,14 +74,14 @@ fi
 
 if [ $tests -eq 1 ]; then
   log "tests"
-  for t in cuda_tile_math_test cuda_api_test cuda_attention_test; do
+  for t in cuda_tile_math_test cuda_api_test cuda_attention_test cuda_half_precision_test; do
     timeout "$(limit 150)" "$bin/$t" --gtest_brief=1 > "$logs/$t.log" 2>&1
     rc=$?
     tail -4 "$logs/$t.log"
     [ $rc -eq 0 ] || { echo "$t failed (rc $rc): see logs/$t.log"; grep -m 30 -B2 -A8 "Failure" "$logs/$t.log"; status=1; }
   done
   # Skipped device tests pass in ctest's eyes; here they mean the check did not happen.
-  if grep -q "SKIPPED \]" "$logs/cuda_attention_test.log"; then echo "device tests SKIPPED: no usable GPU"; status=1; fi
+  if grep -q "SKIPPED \]" "$logs/cuda_attention_test.log" "$logs/cuda_half_precision_test.log"; then echo "device tests SKIPPED: no usable GPU"; status=1; fi
 fi
 
 log "spattn benchmark"
@@ -102,9 +102,18 @@ if [ $tests -eq 1 ] && command -v compute-sanitizer > /dev/null; then
     log "compute-sanitizer --tool $tool"
     algorithms=flash,small_cache
     [ "$tool" = racecheck ] && algorithms=flash
-    SPATTN_CUDA_TEST_ALGORITHMS=$algorithms timeout "$(limit 70)" compute-sanitizer --tool "$tool" \
-      --error-exitcode 9 --print-limit 20 "$bin/cuda_attention_test" --gtest_brief=1 \
-      --gtest_filter='*GroupedQuery*:*EmptyMasks*:*HeadDim128*' > "$logs/sanitizer_$tool.log" 2>&1
+    (  # a subshell: its exit is the step's status
+      SPATTN_CUDA_TEST_ALGORITHMS=$algorithms timeout "$(limit 50)" compute-sanitizer --tool "$tool" \
+        --error-exitcode 9 --print-limit 20 "$bin/cuda_attention_test" --gtest_brief=1 \
+        --gtest_filter='*GroupedQuery*:*EmptyMasks*'
+      first=$?
+      SPATTN_CUDA_TEST_ALGORITHMS=$algorithms timeout "$(limit 50)" compute-sanitizer --tool "$tool" \
+        --error-exitcode 9 --print-limit 20 "$bin/cuda_half_precision_test" --gtest_brief=1 \
+        --gtest_filter='*TensorCoreKernelsWithGrouped*:*TensorCoreRunsAreBitIdentical*'
+      second=$?
+      [ $first -ne 0 ] && exit $first
+      exit $second
+    ) > "$logs/sanitizer_$tool.log" 2>&1
     rc=$?
     tail -3 "$logs/sanitizer_$tool.log"
     reports=$(grep -cE "Race reported|Invalid|Error:" "$logs/sanitizer_$tool.log")

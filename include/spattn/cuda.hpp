@@ -69,6 +69,10 @@ struct Options {
   // (cudaDevAttrMaxSharedMemoryPerBlockOptin). The planner gets M = this / 4 words (minus the
   // kernels' own scratch, docs/cuda.md).
   int64_t shared_memory_bytes = 0;
+  // fp16 / bf16 inputs with head dims up to 128: the tensor-core flash kernels (64 x 64 tiles, wmma
+  // products, fp32 accumulation) when their shared memory fits the budget; false: always the fp32
+  // kernels with the planner's tiles (docs/cuda.md).
+  bool tensor_cores = true;
   // Waits for the stream before returning (so that errors of the kernels surface here).
   bool synchronize = true;
 };
@@ -77,7 +81,8 @@ struct Options {
 struct DeviceRun {
   CudaAlgorithm algorithm = CudaAlgorithm::flash;
   Pass pass = Pass::forward;
-  int64_t cache_words = 0;        // M fed to the planner (flash)
+  bool tensor_cores = false;      // flash: the tensor-core kernels ran (fixed 64 x 64 tiles)
+  int64_t cache_words = 0;        // M fed to the planner (flash; the tensor-core kernels' words)
   int64_t shared_memory_bytes = 0;  // dynamic shared memory per block of the largest kernel
   int64_t block_q = 0, block_k = 0, dkdv_block_q = 0, dkdv_block_k = 0;
   std::string to_string() const;  // one line

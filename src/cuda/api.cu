@@ -42,7 +42,7 @@ DeviceRun attention_forward(TensorView<const T> q, TensorView<const T> k, Tensor
   const cudaStream_t stream = detail::as_stream(options.stream);
   DeviceRun run;
   if (options.algorithm == CudaAlgorithm::flash) {
-    run = detail::flash_forward(shape, views, masks, scale, smem_budget_words(where, options), stream);
+    run = detail::flash_forward(shape, views, masks, scale, smem_budget_words(where, options), options.tensor_cores, stream);
   } else {
     run = detail::small_cache_forward(shape, views, masks, scale, stream);
   }
@@ -66,7 +66,7 @@ DeviceRun attention_backward(TensorView<const T> q, TensorView<const T> k, Tenso
   const cudaStream_t stream = detail::as_stream(options.stream);
   DeviceRun run;
   if (options.algorithm == CudaAlgorithm::flash) {
-    run = detail::flash_backward(shape, views, masks, scale, smem_budget_words(where, options), stream);
+    run = detail::flash_backward(shape, views, masks, scale, smem_budget_words(where, options), options.tensor_cores, stream);
   } else {
     run = detail::small_cache_backward(shape, views, masks, scale, stream);
   }

@@ -5,11 +5,13 @@
 #include "cuda/check.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/flash_kernels.hpp"
+#include "cuda/mma_kernels.hpp"
 
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 namespace spattn::cuda::detail {
 namespace {
@@ -119,16 +121,61 @@ FlashDims dims_of(const device::DeviceShape& s, float scale) {
   return {s.batch, s.heads, s.kv_heads, s.seqlen_q, s.seqlen_k, s.head_dim, s.head_dim_v, scale};
 }
 
-DeviceRun run_of(Pass pass, const device::DeviceFlashTiles& planned) {
+// The tiles, M and shared memory of a call: the tensor-core kernels' fixed 64 x 64 tiles when they
+// run (fp16 / bf16, head dims up to 128, their layout within the budget), else the planner's tiles
+// for the fp32 kernels. mma_dim is the padded head dim of the tensor-core kernels, 0 when they do
+// not run.
+struct CallTiles {
+  FlashTiles tiles;
+  int64_t cache_words = 0, smem_words = 0;
+  int mma_dim = 0;
+};
+template <typename T>
+CallTiles call_tiles(const device::DeviceShape& shape, int64_t smem_words, Pass pass, FlashMasking masking,
+                     bool tensor_cores) {
+  CallTiles call;
+  if constexpr (!std::is_same_v<T, float>) {
+    const int dim = mma_dim(shape.head_dim, shape.head_dim_v);
+    const int64_t bytes = dim == 0 ? 0 : mma_layout(dim, pass).bytes;
+    if (tensor_cores && dim != 0 && bytes <= 4 * smem_words) {
+      call.tiles.block_q = call.tiles.block_k = call.tiles.dkdv_block_q = call.tiles.dkdv_block_k = kMmaTile;
+      call.cache_words = call.smem_words = (bytes + 3) / 4;
+      call.mma_dim = dim;
+      return call;
+    }
+  }
+  const device::DeviceFlashTiles planned = device::device_flash_tiles(shape.head(), smem_words, pass, masking);
+  call.tiles = planned.tiles;
+  call.cache_words = planned.cache_words;
+  call.smem_words = planned.smem_words;
+  return call;
+}
+
+// The tensor-core launchers exist for the 16-bit types only (call_tiles never picks them for fp32).
+template <typename T>
+void launch_mma(const ForwardParams<T>& p, int dim, cudaStream_t stream) {
+  if constexpr (!std::is_same_v<T, float>) launch_mma_forward(p, dim, stream);
+}
+template <typename T>
+void launch_mma(const DkdvParams<T>& p, int dim, cudaStream_t stream) {
+  if constexpr (!std::is_same_v<T, float>) launch_mma_dkdv(p, dim, stream);
+}
+template <typename T>
+void launch_mma(const DqParams<T>& p, int dim, cudaStream_t stream) {
+  if constexpr (!std::is_same_v<T, float>) launch_mma_dq(p, dim, stream);
+}
+
+DeviceRun run_of(Pass pass, const CallTiles& call) {
   DeviceRun run;
   run.algorithm = CudaAlgorithm::flash;
   run.pass = pass;
-  run.cache_words = planned.cache_words;
-  run.shared_memory_bytes = 4 * planned.smem_words;
-  run.block_q = planned.tiles.block_q;
-  run.block_k = planned.tiles.block_k;
-  run.dkdv_block_q = planned.tiles.dkdv_block_q;
-  run.dkdv_block_k = planned.tiles.dkdv_block_k;
+  run.tensor_cores = call.mma_dim != 0;
+  run.cache_words = call.cache_words;
+  run.shared_memory_bytes = 4 * call.smem_words;
+  run.block_q = call.tiles.block_q;
+  run.block_k = call.tiles.block_k;
+  run.dkdv_block_q = call.tiles.dkdv_block_q;
+  run.dkdv_block_k = call.tiles.dkdv_block_k;
   return run;
 }
 
@@ -137,11 +184,10 @@ DeviceRun run_of(Pass pass, const device::DeviceFlashTiles& planned) {
 template <typename T>
 DeviceRun flash_forward(const device::DeviceShape& shape, const ForwardViews<T>& views,
                         const std::vector<Mask>& masks, float scale, int64_t smem_words,
-                        cudaStream_t stream) {
+                        bool tensor_cores, cudaStream_t stream) {
   const FlashMasking masking = all_full(masks) ? FlashMasking::dense : FlashMasking::block_sparse;
-  const device::DeviceFlashTiles planned =
-      device::device_flash_tiles(shape.head(), smem_words, Pass::forward, masking);
-  const FlashTiles& t = planned.tiles;
+  const CallTiles call = call_tiles<T>(shape, smem_words, Pass::forward, masking, tensor_cores);
+  const FlashTiles& t = call.tiles;
   const Walk w = walk(masks, masking, t, Pass::forward, false, shape.seqlen_q, t.block_q,
                       shape.seqlen_k, t.block_k);
   ForwardParams<T> p;
@@ -154,21 +200,25 @@ DeviceRun flash_forward(const device::DeviceShape& shape, const ForwardViews<T>&
   p.block_q = t.block_q;
   p.block_k = t.block_k;
   p.lists = w.ref;
-  p.layout = device::forward_layout(shape.head(), t, masking);
-  launch_flash_forward(p, stream);
+  if (call.mma_dim != 0) {
+    p.layout.words = call.smem_words;
+    launch_mma(p, call.mma_dim, stream);
+  } else {
+    p.layout = device::forward_layout(shape.head(), t, masking);
+    launch_flash_forward(p, stream);
+  }
   // The lists stay alive in the cache; a kernel in flight keeps reading them until the stream
   // is synchronized (release_device_caches() must not run concurrently with kernels).
-  return run_of(Pass::forward, planned);
+  return run_of(Pass::forward, call);
 }
 
 template <typename T>
 DeviceRun flash_backward(const device::DeviceShape& shape, const BackwardViews<T>& views,
                          const std::vector<Mask>& masks, float scale, int64_t smem_words,
-                         cudaStream_t stream) {
+                         bool tensor_cores, cudaStream_t stream) {
   const FlashMasking masking = all_full(masks) ? FlashMasking::dense : FlashMasking::block_sparse;
-  const device::DeviceFlashTiles planned =
-      device::device_flash_tiles(shape.head(), smem_words, Pass::backward, masking);
-  const FlashTiles& t = planned.tiles;
+  const CallTiles call = call_tiles<T>(shape, smem_words, Pass::backward, masking, tensor_cores);
+  const FlashTiles& t = call.tiles;
   const FlashDims dims = dims_of(shape, scale);
   DeviceBuffer<float> delta(static_cast<size_t>(shape.batch * shape.heads * shape.seqlen_q));
 
@@ -194,8 +244,13 @@ DeviceRun flash_backward(const device::DeviceShape& shape, const BackwardViews<T
   kp.block_q = t.dkdv_block_q;
   kp.block_k = t.dkdv_block_k;
   kp.lists = cols.ref;
-  kp.layout = device::dkdv_layout(shape.head(), t, masking);
-  launch_flash_dkdv(kp, stream);
+  if (call.mma_dim != 0) {
+    kp.layout.words = call.smem_words;
+    launch_mma(kp, call.mma_dim, stream);
+  } else {
+    kp.layout = device::dkdv_layout(shape.head(), t, masking);
+    launch_flash_dkdv(kp, stream);
+  }
 
   const Walk rows = walk(masks, masking, t, Pass::backward, false, shape.seqlen_q, t.block_q,
                          shape.seqlen_k, t.block_k);
@@ -211,20 +266,25 @@ DeviceRun flash_backward(const device::DeviceShape& shape, const BackwardViews<T
   qp.block_q = t.block_q;
   qp.block_k = t.block_k;
   qp.lists = rows.ref;
-  qp.layout = device::dq_layout(shape.head(), t, masking);
-  launch_flash_dq(qp, stream);
+  if (call.mma_dim != 0) {
+    qp.layout.words = call.smem_words;
+    launch_mma(qp, call.mma_dim, stream);
+  } else {
+    qp.layout = device::dq_layout(shape.head(), t, masking);
+    launch_flash_dq(qp, stream);
+  }
   // `delta` is freed on return: wait for the kernels that read it first.
   SPATTN_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return run_of(Pass::backward, planned);
+  return run_of(Pass::backward, call);
 }
 
 void release_flash_lists() { list_cache().clear(); }
 
 #define SPATTN_FLASH_PATH(T)                                                                       \
   template DeviceRun flash_forward<T>(const device::DeviceShape&, const ForwardViews<T>&,         \
-                                      const std::vector<Mask>&, float, int64_t, cudaStream_t);    \
-  template DeviceRun flash_backward<T>(const device::DeviceShape&, const BackwardViews<T>&,       \
-                                       const std::vector<Mask>&, float, int64_t, cudaStream_t);
+                                      const std::vector<Mask>&, float, int64_t, bool, cudaStream_t); \
+  template DeviceRun flash_backward<T>(const device::DeviceShape&, const BackwardViews<T>&,          \
+                                       const std::vector<Mask>&, float, int64_t, bool, cudaStream_t);
 SPATTN_FLASH_PATH(float)
 SPATTN_FLASH_PATH(half_t)
 SPATTN_FLASH_PATH(bfloat16_t)

@@ -103,7 +103,7 @@ std::string DeviceRun::to_string() const {
   std::ostringstream out;
   out << "cuda " << cuda_algorithm_name(algorithm) << " " << pass_name(pass);
   if (algorithm == CudaAlgorithm::flash) {
-    out << ": M = " << cache_words << " words, " << shared_memory_bytes
+    out << (tensor_cores ? " (tensor cores)" : "") << ": M = " << cache_words << " words, " << shared_memory_bytes
         << " bytes shared memory per block, block_q " << block_q << ", block_k " << block_k;
     if (pass == Pass::backward) out << ", dkdv_block_q " << dkdv_block_q << ", dkdv_block_k " << dkdv_block_k;
   }

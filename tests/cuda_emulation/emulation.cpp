@@ -3,6 +3,7 @@
 // src/cuda/{api,flash,runtime}.cu make served from host memory (one "device" with an H100/H200's
 // 232448 bytes of opt-in shared memory), and small_cache refused (it needs cuSPARSE).
 #include "cuda/flash_kernels.cuh"
+#include "cuda/mma_kernels.cuh"
 #include "cuda/small_cache.hpp"
 
 #include <spattn/error.hpp>
@@ -59,6 +60,49 @@ template <typename T>
 void launch_flash_dq(const DqParams<T>& p, cudaStream_t) {
   run_grid(flash_device::dq_kernel<T>, p, p.dims.seqlen_q, p.block_q, p.dims.batch * p.dims.heads, p.layout.words);
 }
+
+// The tensor-core kernels, one instance per padded head dim.
+template <typename T, template <typename, int> class Kernel, typename Params>
+void run_mma(const Params& p, int dim, int64_t rows, int64_t heads) {
+  switch (dim) {
+    case 32:
+      return run_grid(Kernel<T, 32>::get(), p, rows, kMmaTile, heads, p.layout.words);
+    case 64:
+      return run_grid(Kernel<T, 64>::get(), p, rows, kMmaTile, heads, p.layout.words);
+    default:
+      return run_grid(Kernel<T, 128>::get(), p, rows, kMmaTile, heads, p.layout.words);
+  }
+}
+template <typename T, int Dim>
+struct MmaForward {
+  static auto get() { return &mma_device::mma_forward_kernel<T, Dim>; }
+};
+template <typename T, int Dim>
+struct MmaDkdv {
+  static auto get() { return &mma_device::mma_dkdv_kernel<T, Dim>; }
+};
+template <typename T, int Dim>
+struct MmaDq {
+  static auto get() { return &mma_device::mma_dq_kernel<T, Dim>; }
+};
+template <typename T>
+void launch_mma_forward(const ForwardParams<T>& p, int dim, cudaStream_t) {
+  run_mma<T, MmaForward>(p, dim, p.dims.seqlen_q, p.dims.batch * p.dims.heads);
+}
+template <typename T>
+void launch_mma_dkdv(const DkdvParams<T>& p, int dim, cudaStream_t) {
+  run_mma<T, MmaDkdv>(p, dim, p.dims.seqlen_k, p.dims.batch * p.dims.kv_heads);
+}
+template <typename T>
+void launch_mma_dq(const DqParams<T>& p, int dim, cudaStream_t) {
+  run_mma<T, MmaDq>(p, dim, p.dims.seqlen_q, p.dims.batch * p.dims.heads);
+}
+template void launch_mma_forward<half_t>(const ForwardParams<half_t>&, int, cudaStream_t);
+template void launch_mma_dkdv<half_t>(const DkdvParams<half_t>&, int, cudaStream_t);
+template void launch_mma_dq<half_t>(const DqParams<half_t>&, int, cudaStream_t);
+template void launch_mma_forward<bfloat16_t>(const ForwardParams<bfloat16_t>&, int, cudaStream_t);
+template void launch_mma_dkdv<bfloat16_t>(const DkdvParams<bfloat16_t>&, int, cudaStream_t);
+template void launch_mma_dq<bfloat16_t>(const DqParams<bfloat16_t>&, int, cudaStream_t);
 
 template <typename T>
 DeviceRun small_cache_forward(const device::DeviceShape&, const ForwardViews<T>&, const std::vector<Mask>&, float,

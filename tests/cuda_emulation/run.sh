@@ -16,7 +16,8 @@ flags=(-std=c++17 -O2 -I"$root/tests/cuda_emulation" -I"$root/src" -I"$root/incl
        -I"$root/sparse_formats/include" -I"$root/tests" -I"$cuda/include"
        -include "$root/tests/cuda_emulation/prelude.hpp" -DSPATTN_HAVE_CUDA=1)
 sources=("$root/tests/cuda_emulation/emulation.cpp" "$root/src/cuda/api.cu" "$root/src/cuda/flash.cu"
-         "$root/src/cuda/runtime.cu" "$root/tests/cuda_attention_test.cpp")
+         "$root/src/cuda/runtime.cu" "$root/tests/cuda_attention_test.cpp"
+         "$root/tests/cuda_half_precision_test.cpp")
 objects=()
 for source in "${sources[@]}"; do  # one at a time: the build machines are small
   object="$work/$(basename "$source").o"
