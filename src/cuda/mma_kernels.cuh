@@ -44,16 +44,6 @@ template <>
 struct WmmaType<bfloat16_t> {
   using type = __nv_bfloat16;
 };
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  return x;
-}
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
 #else
 namespace wmma = spattn_emulation::wmma;
 constexpr int kWarps = 1;  // one warp walks all four strips
@@ -62,14 +52,33 @@ template <typename T>
 struct WmmaType {
   using type = T;
 };
-inline float warp_max(float x) { return x; }
-inline float warp_sum(float x) { return x; }
 inline void __syncwarp() {}
 #endif
 
 // The strips a warp walks: strip = warp_index() + slot * kWarps for slot < kSlots (one on the GPU,
 // so that register accumulators indexed by slot stay registers).
 constexpr int kSlots = kMmaTile / kMmaStrip / kWarps;
+
+// The forward's softmax: kRowLanes lanes per row (two on the GPU: one shuffle per reduction),
+// each over kRowCols keys; a warp's pass covers kRowStep rows at a time.
+constexpr int kRowLanes = kLanes == 32 ? 2 : 1;
+constexpr int kRowCols = kMmaTile / kRowLanes;
+constexpr int kRowStep = kLanes / kRowLanes;
+
+__device__ __forceinline__ float pair_max(float x) {
+#ifndef SPATTN_FLASH_EMULATION
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+#else
+  return x;
+#endif
+}
+__device__ __forceinline__ float pair_sum(float x) {
+#ifndef SPATTN_FLASH_EMULATION
+  return x + __shfl_xor_sync(0xffffffffu, x, 1);
+#else
+  return x;
+#endif
+}
 
 __device__ __forceinline__ int warp_index() { return static_cast<int>(threadIdx.x) / 32; }
 __device__ __forceinline__ int lane_index() { return static_cast<int>(threadIdx.x) % 32; }
@@ -92,15 +101,21 @@ __device__ __forceinline__ Pointer at(char* smem, int64_t offset) {
   return reinterpret_cast<Pointer>(smem + offset);
 }
 
+// Whether rows of src move as 16-byte vectors into a tile of `dim` columns: contiguous rows of
+// exactly dim elements, every row start 16-byte aligned.
+template <typename T>
+__device__ inline bool vector_rows(const Strided<const T>& src, int64_t cols, int dim) {
+  return src.stride[3] == 1 && cols == dim && src.stride[2] % 8 == 0 && src.stride[1] % 8 == 0 &&
+         src.stride[0] % 8 == 0 && reinterpret_cast<uintptr_t>(src.data) % 16 == 0;
+}
+
 // dst (kMmaTile rows, dim columns, row stride ld) = rows [s0, s0 + rows) and columns [0, cols) of
 // head (b, h), zero elsewhere (tail rows and the padding columns contribute nothing to products).
-// Eight elements per 16-byte access when the rows are contiguous and 16-byte aligned.
+// Eight elements per 16-byte access when vector_rows allows.
 template <typename T>
 __device__ inline void load_tile(T* dst, int64_t ld, int dim, const Strided<const T>& src, int64_t b, int64_t h,
                                  int64_t s0, int64_t rows, int64_t cols) {
-  const bool vectors = src.stride[3] == 1 && cols == dim && src.stride[2] % 8 == 0 && src.stride[1] % 8 == 0 &&
-                       src.stride[0] % 8 == 0 && reinterpret_cast<uintptr_t>(src.data) % 16 == 0;
-  if (vectors) {
+  if (vector_rows(src, cols, dim)) {
     const int per_row = dim / 8;
     for (int i = threadIdx.x; i < kMmaTile * per_row; i += blockDim.x) {
       const int r = i / per_row, x = 8 * (i % per_row);
@@ -115,6 +130,39 @@ __device__ inline void load_tile(T* dst, int64_t ld, int dim, const Strided<cons
     dst[r * ld + x] = (r < rows && x < cols) ? *src.at(b, h, s0 + r, x) : T{};
   }
 }
+
+// A streamed tile loaded in two steps: fetch() issues the global loads into registers, store()
+// writes them to shared memory, so that the loads of the next tile fly while the block computes
+// on the current one. Rows that are not 16-byte vectors are loaded by store() instead (from the
+// same tensor, passed again).
+template <typename T, int Dim>
+struct TilePrefetch {
+  static constexpr int kVectors = kMmaTile * Dim / 8 / (kWarps * kLanes);
+  uint4 v[kVectors];
+  int64_t b = 0, h = 0, s0 = 0, rows = 0, cols = 0;
+  bool vectors = false;
+
+  __device__ void fetch(const Strided<const T>& from, int64_t b_, int64_t h_, int64_t s0_, int64_t rows_,
+                        int64_t cols_) {
+    b = b_, h = h_, s0 = s0_, rows = rows_, cols = cols_;
+    vectors = vector_rows(from, cols, Dim);
+    if (!vectors) return;
+#pragma unroll
+    for (int i = 0; i < kVectors; ++i) {
+      const int index = static_cast<int>(threadIdx.x) + i * kWarps * kLanes, r = index / (Dim / 8);
+      v[i] = r < rows ? *reinterpret_cast<const uint4*>(from.at(b, h, s0 + r, 8 * (index % (Dim / 8))))
+                      : make_uint4(0, 0, 0, 0);
+    }
+  }
+  __device__ void store(T* dst, int64_t ld, const Strided<const T>& from) const {
+    if (!vectors) return load_tile(dst, ld, Dim, from, b, h, s0, rows, cols);
+#pragma unroll
+    for (int i = 0; i < kVectors; ++i) {
+      const int index = static_cast<int>(threadIdx.x) + i * kWarps * kLanes;
+      *reinterpret_cast<uint4*>(dst + (index / (Dim / 8)) * ld + 8 * (index % (Dim / 8))) = v[i];
+    }
+  }
+};
 
 // LSE and D of query rows [q0, q0 + rows) (zero beyond: never read for a pair outside the tile).
 __device__ inline void load_stats(float* lse_out, float* delta_out, const Strided<const float>& lse, const float* delta,
@@ -167,7 +215,8 @@ __global__ void __launch_bounds__(kMmaThreads) mma_forward_kernel(const ForwardP
   float *s = at<float*>(smem, L.s), *acc = at<float*>(smem, L.acc);
   float *row_max = at<float*>(smem, L.stat0), *row_sum = at<float*>(smem, L.stat1);
   const FlashDims& n = p.dims;
-  const auto [tile, b, h, hk, q0, rows_q] = query_block(n, kMmaTile);
+  const flash_device::QueryBlock block = query_block(n, kMmaTile);  // named: lambdas capture them
+  const int64_t tile = block.tile, b = block.b, h = block.h, hk = block.hk, q0 = block.q0, rows_q = block.rows_q;
 
   load_tile(sq, L.ld16, Dim, p.q, b, h, q0, rows_q, n.d);
   for (int i = threadIdx.x; i < kMmaTile * L.ld_acc; i += blockDim.x) acc[i] = 0.0f;
@@ -175,14 +224,36 @@ __global__ void __launch_bounds__(kMmaThreads) mma_forward_kernel(const ForwardP
     row_max[r] = negative_infinity();
     row_sum[r] = 0.0f;
   }
-  for (ListWalk walk = start_walk(p.lists, mask_of_head(p.lists, h), tile); walk.pos < walk.end;) {
-    const VisitedTile visited = next_tile(p.lists, walk);
-    const int64_t k0 = visited.tile * kMmaTile, rows_k = tile_rows(n.seqlen_k, kMmaTile, visited.tile);
+  __syncthreads();
+  // The strip's Q operands stay in registers for every key tile.
+  FragA<T> q_frags[kSlots][Dim / 16];
+#pragma unroll
+  for (int slot = 0; slot < kSlots; ++slot) {
+    const int r0 = kMmaStrip * (warp_index() + slot * kWarps);
+#pragma unroll
+    for (int kk = 0; kk < Dim / 16; ++kk) wmma::load_matrix_sync(q_frags[slot][kk], as_wmma(sq + r0 * L.ld16 + 16 * kk), L.ld16);
+  }
+  ListWalk walk = start_walk(p.lists, mask_of_head(p.lists, h), tile);
+  TilePrefetch<T, Dim> next_k, next_v;
+  VisitedTile next;
+  // Fetches the key tile after the current one, if any.
+  auto fetch_next = [&]() {
+    if (walk.pos >= walk.end) return false;
+    next = next_tile(p.lists, walk);
+    const int64_t rows = tile_rows(n.seqlen_k, kMmaTile, next.tile);
+    next_k.fetch(p.k, b, hk, next.tile * kMmaTile, rows, n.d);
+    next_v.fetch(p.v, b, hk, next.tile * kMmaTile, rows, n.e);
+    return true;
+  };
+  for (bool more = fetch_next(); more;) {
+    const VisitedTile visited = next;
+    const int64_t rows_k = tile_rows(n.seqlen_k, kMmaTile, visited.tile);
     __syncthreads();  // the previous key tile and bit set are no longer read
     const uint64_t* bits = load_bits(bit_buffer, visited.bits, p.lists.bit_words);
-    load_tile(sk, L.ld16, Dim, p.k, b, hk, k0, rows_k, n.d);
-    load_tile(sv, L.ld16, Dim, p.v, b, hk, k0, rows_k, n.e);
+    next_k.store(sk, L.ld16, p.k);
+    next_v.store(sv, L.ld16, p.v);
     __syncthreads();
+    more = fetch_next();  // in flight during the products below
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
       const int r0 = kMmaStrip * (warp_index() + slot * kWarps);
@@ -192,45 +263,72 @@ __global__ void __launch_bounds__(kMmaThreads) mma_forward_kernel(const ForwardP
       for (int j = 0; j < kMmaTile / 16; ++j) {
         FragAcc scores;
         wmma::fill_fragment(scores, 0.0f);
-        strip_times<T, Dim, FragBt<T>>(scores, sq + r0 * L.ld16, L.ld16, sk + 16 * j * L.ld16, L.ld16, 16);
+#pragma unroll
+        for (int kk = 0; kk < Dim / 16; ++kk) {
+          FragBt<T> keys;
+          wmma::load_matrix_sync(keys, as_wmma(sk + 16 * j * L.ld16 + 16 * kk), L.ld16);
+          wmma::mma_sync(scores, q_frags[slot][kk], keys, scores);
+        }
         wmma::store_matrix_sync(s + r0 * L.ld_s + 16 * j, scores, L.ld_s, wmma::mem_row_major);
       }
       __syncwarp();
-      // The online softmax, row by row, the lanes across the keys: P (16-bit) and the rescaled O.
-      for (int r = r0; r < r0 + kMmaStrip; ++r) {
-        float x[kMmaTile / kLanes];
+      // The online softmax: kRowLanes lanes per row, each over kRowCols keys; P (16-bit) and the
+      // rescaled O row. The row's lanes read its max and sum before one of them writes them.
+      for (int r = r0 + lane_index() / kRowLanes; r < r0 + kMmaStrip; r += kRowStep) {
+        const int c0 = (lane_index() % kRowLanes) * kRowCols;
+        const float* srow = s + r * L.ld_s + c0;
+        float x[kRowCols];
+#pragma unroll
+        for (int i = 0; i < kRowCols; i += 4) {
+          const float4 four = *reinterpret_cast<const float4*>(srow + i);
+          x[i] = four.x, x[i + 1] = four.y, x[i + 2] = four.z, x[i + 3] = four.w;
+        }
         float block_max = negative_infinity();
 #pragma unroll
-        for (int i = 0; i < kMmaTile / kLanes; ++i) {
-          const int c = lane_index() + i * kLanes;
-          x[i] = (r < rows_q && c < rows_k && element_attends(bits, kMmaTile, r, c)) ? n.scale * s[r * L.ld_s + c]
+        for (int i = 0; i < kRowCols; ++i) {
+          const int c = c0 + i;
+          x[i] = (r < rows_q && c < rows_k && element_attends(bits, kMmaTile, r, c)) ? n.scale * x[i]
                                                                                    : negative_infinity();
           block_max = fmaxf(block_max, x[i]);
         }
-        block_max = warp_max(block_max);
+        block_max = pair_max(block_max);
         const SoftmaxStep step = online_softmax_step(row_max[r], block_max);
         float sum = 0.0f;
 #pragma unroll
-        for (int i = 0; i < kMmaTile / kLanes; ++i) {
+        for (int i = 0; i < kRowCols; ++i) {
           const float e = expf(x[i] - step.shift);
-          store_float(sp + r * L.ld_p + lane_index() + i * kLanes, e);
+          store_float(sp + r * L.ld_p + c0 + i, e);
           sum += e;
         }
-        sum = warp_sum(sum);
-        for (int c = lane_index(); c < Dim; c += kLanes) acc[r * L.ld_acc + c] *= step.alpha;
-        __syncwarp();  // every lane has read row_max[r] and row_sum[r]
-        if (lane_index() == 0) {
+        sum = pair_sum(sum);
+        float* orow = acc + r * L.ld_acc + (lane_index() % kRowLanes) * (Dim / kRowLanes);
+#pragma unroll
+        for (int c = 0; c < Dim / kRowLanes; c += 4) {
+          float4 four = *reinterpret_cast<float4*>(orow + c);
+          four.x *= step.alpha, four.y *= step.alpha, four.z *= step.alpha, four.w *= step.alpha;
+          *reinterpret_cast<float4*>(orow + c) = four;
+        }
+        __syncwarp();  // both lanes of the row have read row_max[r] and row_sum[r]
+        if (lane_index() % kRowLanes == 0) {
           row_sum[r] = row_sum[r] * step.alpha + sum;
           row_max[r] = step.max;
         }
       }
       __syncwarp();
       // O += P V (the accumulator through shared memory: its rows were just rescaled).
+      FragA<T> p_frags[kMmaTile / 16];
+#pragma unroll
+      for (int kk = 0; kk < kMmaTile / 16; ++kk) wmma::load_matrix_sync(p_frags[kk], as_wmma(sp + r0 * L.ld_p + 16 * kk), L.ld_p);
 #pragma unroll
       for (int j = 0; j < Dim / 16; ++j) {
         FragAcc out;
         wmma::load_matrix_sync(out, acc + r0 * L.ld_acc + 16 * j, L.ld_acc, wmma::mem_row_major);
-        strip_times<T, kMmaTile, FragB<T>>(out, sp + r0 * L.ld_p, L.ld_p, sv + 16 * j, L.ld16, 16 * L.ld16);
+#pragma unroll
+        for (int kk = 0; kk < kMmaTile / 16; ++kk) {
+          FragB<T> values;
+          wmma::load_matrix_sync(values, as_wmma(sv + 16 * kk * L.ld16 + 16 * j), L.ld16);
+          wmma::mma_sync(out, p_frags[kk], values, out);
+        }
         wmma::store_matrix_sync(acc + r0 * L.ld_acc + 16 * j, out, L.ld_acc, wmma::mem_row_major);
       }
       __syncwarp();
@@ -365,7 +463,8 @@ __global__ void __launch_bounds__(kMmaThreads) mma_dq_kernel(const DqParams<T> p
   float *prob = at<float*>(smem, L.s), *slse = at<float*>(smem, L.stat0), *sdelta = at<float*>(smem, L.stat1);
   float* scratch = at<float*>(smem, L.scratch) + warp_index() * kMmaStrip * L.ld_scratch;
   const FlashDims& n = p.dims;
-  const auto [tile, b, h, hk, q0, rows_q] = query_block(n, kMmaTile);
+  const flash_device::QueryBlock block = query_block(n, kMmaTile);  // named: lambdas capture them
+  const int64_t tile = block.tile, b = block.b, h = block.h, hk = block.hk, q0 = block.q0, rows_q = block.rows_q;
 
   load_tile(sq, L.ld16, Dim, p.q, b, h, q0, rows_q, n.d);
   load_tile(sdo, L.ld16, Dim, p.d_o, b, h, q0, rows_q, n.e);
@@ -376,14 +475,27 @@ __global__ void __launch_bounds__(kMmaThreads) mma_dq_kernel(const DqParams<T> p
 #pragma unroll
     for (int j = 0; j < Dim / 16; ++j) wmma::fill_fragment(dq[slot][j], 0.0f);
   }
-  for (ListWalk walk = start_walk(p.lists, mask_of_head(p.lists, h), tile); walk.pos < walk.end;) {
-    const VisitedTile visited = next_tile(p.lists, walk);
-    const int64_t k0 = visited.tile * kMmaTile, rows_k = tile_rows(n.seqlen_k, kMmaTile, visited.tile);
+  ListWalk walk = start_walk(p.lists, mask_of_head(p.lists, h), tile);
+  TilePrefetch<T, Dim> next_k, next_v;
+  VisitedTile next;
+  // Fetches the key tile after the current one, if any.
+  auto fetch_next = [&]() {
+    if (walk.pos >= walk.end) return false;
+    next = next_tile(p.lists, walk);
+    const int64_t rows = tile_rows(n.seqlen_k, kMmaTile, next.tile);
+    next_k.fetch(p.k, b, hk, next.tile * kMmaTile, rows, n.d);
+    next_v.fetch(p.v, b, hk, next.tile * kMmaTile, rows, n.e);
+    return true;
+  };
+  for (bool more = fetch_next(); more;) {
+    const VisitedTile visited = next;
+    const int64_t rows_k = tile_rows(n.seqlen_k, kMmaTile, visited.tile);
     __syncthreads();  // the previous key tile and bit set are no longer read
     const uint64_t* bits = load_bits(bit_buffer, visited.bits, p.lists.bit_words);
-    load_tile(sk, L.ld16, Dim, p.k, b, hk, k0, rows_k, n.d);
-    load_tile(sv, L.ld16, Dim, p.v, b, hk, k0, rows_k, n.e);
+    next_k.store(sk, L.ld16, p.k);
+    next_v.store(sv, L.ld16, p.v);
     __syncthreads();
+    more = fetch_next();  // in flight during the products below
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
       const int r0 = kMmaStrip * (warp_index() + slot * kWarps);  // the strip's first query row
