@@ -59,7 +59,7 @@ void launch_mma_forward(const ForwardParams<T>& p, int dim, cudaStream_t stream)
 template <typename T>
 void launch_mma_dkdv(const DkdvParams<T>& p, int dim, cudaStream_t stream) {
   launch_tiles(kernel_for<Dkdv<T>::template At>(dim), p, p.dims.seqlen_k, kMmaTile, p.dims.batch * p.dims.kv_heads,
-               kMmaThreads, 4 * p.layout.words, stream, "launch of flash mma_dkdv_kernel");
+               kDkdvThreads, 4 * p.layout.words, stream, "launch of flash mma_dkdv_kernel");
 }
 
 template <typename T>

@@ -3,16 +3,18 @@
 // (flash_kernels.cuh), with every product on 16 x 16 x 16 matrix tiles (wmma: fp16 / bf16 operands,
 // fp32 accumulation). No atomics: each output element is summed by one warp in a fixed order.
 //
-// A block of four warps holds a 64-row outer tile; warp w owns rows [16 w, 16 w + 16) of it (its
-// strip): the strip's scores, softmax, probabilities and accumulators are the warp's alone, so the
-// warps meet only at __syncthreads() around the loads of the streamed tiles. Operands go through
+// Forward and dQ: a block of four warps holds a 64-row outer tile; warp w owns rows [16 w, 16 w + 16)
+// of it (its strip): the strip's scores, softmax, probabilities and accumulators are the warp's
+// alone, so the warps meet only at __syncthreads() around the loads of the streamed tiles, whose
+// next one is fetched into registers during the products. dK/dV: eight warps, two per strip (see
+// there). Operands go through
 // shared memory as 16-bit values (P and dS rounded once, as FlashAttention does); row statistics,
 // P for dS, and the forward's O accumulator stay fp32 (the O accumulator is rescaled per row by the
 // online softmax, which a wmma fragment's opaque layout does not allow in registers). The dK, dV and
 // dQ accumulators need no rescaling and stay in registers for the whole block.
 //
 // Like flash_kernels.cuh, the bodies compile for the host (tests/cuda_emulation): one thread per
-// block is then one warp of one lane that walks all four strips, with emulated_wmma.hpp for wmma.
+// block is then one warp of one lane that walks every strip, with emulated_wmma.hpp for wmma.
 #pragma once
 
 #include "cuda/flash_kernels.cuh"
@@ -33,6 +35,7 @@ using flash_device::query_block;
 #ifndef SPATTN_FLASH_EMULATION
 namespace wmma = nvcuda::wmma;
 constexpr int kWarps = kMmaThreads / 32;  // one strip per warp
+constexpr int kDkdvWarps = kDkdvThreads / 32;  // one (strip, column half) per warp
 constexpr int kLanes = 32;
 template <typename T>
 struct WmmaType;
@@ -47,6 +50,7 @@ struct WmmaType<bfloat16_t> {
 #else
 namespace wmma = spattn_emulation::wmma;
 constexpr int kWarps = 1;  // one warp walks all four strips
+constexpr int kDkdvWarps = 1;
 constexpr int kLanes = 1;
 template <typename T>
 struct WmmaType {
@@ -58,6 +62,8 @@ inline void __syncwarp() {}
 // The strips a warp walks: strip = warp_index() + slot * kWarps for slot < kSlots (one on the GPU,
 // so that register accumulators indexed by slot stay registers).
 constexpr int kSlots = kMmaTile / kMmaStrip / kWarps;
+// The dK/dV kernel's (strip, column half) items of a warp: item = warp_index() + slot * kDkdvWarps.
+constexpr int kDkdvSlots = 2 * kMmaTile / kMmaStrip / kDkdvWarps;
 
 // The forward's softmax: kRowLanes lanes per row (two on the GPU: one shuffle per reduction),
 // each over kRowCols keys; a warp's pass covers kRowStep rows at a time.
@@ -137,7 +143,8 @@ __device__ inline void load_tile(T* dst, int64_t ld, int dim, const Strided<cons
 // same tensor, passed again).
 template <typename T, int Dim>
 struct TilePrefetch {
-  static constexpr int kVectors = kMmaTile * Dim / 8 / (kWarps * kLanes);
+  static constexpr int kThreads = kWarps * kLanes;  // of the forward and dQ kernels
+  static constexpr int kVectors = kMmaTile * Dim / 8 / kThreads;
   uint4 v[kVectors];
   int64_t b = 0, h = 0, s0 = 0, rows = 0, cols = 0;
   bool vectors = false;
@@ -149,7 +156,7 @@ struct TilePrefetch {
     if (!vectors) return;
 #pragma unroll
     for (int i = 0; i < kVectors; ++i) {
-      const int index = static_cast<int>(threadIdx.x) + i * kWarps * kLanes, r = index / (Dim / 8);
+      const int index = static_cast<int>(threadIdx.x) + i * kThreads, r = index / (Dim / 8);
       v[i] = r < rows ? *reinterpret_cast<const uint4*>(from.at(b, h, s0 + r, 8 * (index % (Dim / 8))))
                       : make_uint4(0, 0, 0, 0);
     }
@@ -158,7 +165,7 @@ struct TilePrefetch {
     if (!vectors) return load_tile(dst, ld, Dim, from, b, h, s0, rows, cols);
 #pragma unroll
     for (int i = 0; i < kVectors; ++i) {
-      const int index = static_cast<int>(threadIdx.x) + i * kWarps * kLanes;
+      const int index = static_cast<int>(threadIdx.x) + i * kThreads;
       *reinterpret_cast<uint4*>(dst + (index / (Dim / 8)) * ld + 8 * (index % (Dim / 8))) = v[i];
     }
   }
@@ -188,18 +195,20 @@ __device__ inline void strip_times(FragAcc& acc, const T* a, int64_t lda, const 
   }
 }
 
-// A warp's accumulators (16 x Dim) written to rows [r0, r0 + 16) of head (b, h), times factor,
-// through the warp's 16 x 16 scratch tile: rows below `rows` and columns below `cols` only.
-template <typename T, int Dim>
-__device__ inline void store_strip(const FragAcc (&acc)[Dim / 16], float* scratch, int64_t ld_scratch,
+// A warp's accumulators (16 rows x Cols columns from column col0) written to rows [r0, r0 + 16) of
+// head (b, h), times factor, through the warp's 16 x 16 scratch tile: rows below `rows` and columns
+// below `cols` only.
+template <typename T, int Cols>
+__device__ inline void store_strip(const FragAcc (&acc)[Cols / 16], float* scratch, int64_t ld_scratch,
                                    const Strided<T>& dst, int64_t b, int64_t h, int64_t r0, int64_t rows,
-                                   int64_t cols, float factor) {
+                                   int64_t col0, int64_t cols, float factor) {
 #pragma unroll
-  for (int j = 0; j < Dim / 16; ++j) {
+  for (int j = 0; j < Cols / 16; ++j) {
     wmma::store_matrix_sync(scratch, acc[j], ld_scratch, wmma::mem_row_major);
     __syncwarp();
     for (int i = lane_index(); i < 256; i += kLanes) {
-      const int r = i / 16, x = 16 * j + i % 16;
+      const int r = i / 16;
+      const int64_t x = col0 + 16 * j + i % 16;
       if (r < rows && x < cols) store_float(dst.at(b, h, r0 + r, x), scratch[r * ld_scratch + i % 16] * factor);
     }
     __syncwarp();
@@ -369,9 +378,16 @@ __device__ inline void score_gradients(T* ds, int64_t ld_p, const float* prob, i
 }
 
 // Per key tile of kv head hk: every q head of its group, every query tile of that head's list.
+// Eight warps: the 64 x 64 score products (S^T, dP^T) are dealt out as 16 tiles, the elementwise
+// steps run over the whole block, and warp w accumulates dK and dV for the key rows of strip w / 2
+// in the output columns of half w % 2. The phases meet at __syncthreads(). Two blocks per SM (at
+// most 128 registers a thread) hide each other's loads: on the H200 this beat fetching the next Q
+// and dO into registers at one block per SM (254 registers) by 13 % on the window's backward
+// (docs/results.md section 6).
 template <typename T, int Dim>
-__global__ void __launch_bounds__(kMmaThreads) mma_dkdv_kernel(const DkdvParams<T> p) {
+__global__ void __launch_bounds__(kDkdvThreads, 2) mma_dkdv_kernel(const DkdvParams<T> p) {
   constexpr MmaLayout L = mma_layout(Dim, Pass::backward);
+  constexpr int kHalf = Dim / 2;  // output columns of a warp
   char* smem = reinterpret_cast<char*>(flash_device::dynamic_smem());
   uint64_t* bit_buffer = at<uint64_t*>(smem, 0);
   T *sk = at<T*>(smem, L.a), *sv = at<T*>(smem, L.b), *sq = at<T*>(smem, L.c), *sdo = at<T*>(smem, L.d);
@@ -385,11 +401,11 @@ __global__ void __launch_bounds__(kMmaThreads) mma_dkdv_kernel(const DkdvParams<
 
   load_tile(sk, L.ld16, Dim, p.k, b, hk, k0, rows_k, n.d);
   load_tile(sv, L.ld16, Dim, p.v, b, hk, k0, rows_k, n.e);
-  FragAcc dk[kSlots][Dim / 16], dv[kSlots][Dim / 16];
+  FragAcc dk[kDkdvSlots][kHalf / 16], dv[kDkdvSlots][kHalf / 16];
 #pragma unroll
-  for (int slot = 0; slot < kSlots; ++slot) {
+  for (int slot = 0; slot < kDkdvSlots; ++slot) {
 #pragma unroll
-    for (int j = 0; j < Dim / 16; ++j) {
+    for (int j = 0; j < kHalf / 16; ++j) {
       wmma::fill_fragment(dk[slot][j], 0.0f);
       wmma::fill_fragment(dv[slot][j], 0.0f);
     }
@@ -404,52 +420,75 @@ __global__ void __launch_bounds__(kMmaThreads) mma_dkdv_kernel(const DkdvParams<
       load_tile(sdo, L.ld16, Dim, p.d_o, b, h, q0, rows_q, n.e);
       load_stats(slse, sdelta, p.lse, p.delta, n, b, h, q0, rows_q);
       __syncthreads();
+      // S^T = K Q^T, tile (key strip i, query tile j)
+      for (int t = warp_index(); t < 16; t += kDkdvWarps) {
+        const int i = t / 4, j = t % 4;
+        if (kMmaStrip * i >= rows_k) continue;
+        FragAcc scores;
+        wmma::fill_fragment(scores, 0.0f);
+        strip_times<T, Dim, FragBt<T>>(scores, sk + kMmaStrip * i * L.ld16, L.ld16, sq + 16 * j * L.ld16, L.ld16, 16);
+        wmma::store_matrix_sync(prob + kMmaStrip * i * L.ld_s + 16 * j, scores, L.ld_s, wmma::mem_row_major);
+      }
+      __syncthreads();
+      // P^T (fp32 for dS, 16-bit for the product): key r, query c
+      for (int e = threadIdx.x; e < kMmaTile * kMmaTile; e += blockDim.x) {
+        const int r = e / kMmaTile, c = e % kMmaTile;
+        const float pr = (r < rows_k && c < rows_q && element_attends(bits, kMmaTile, r, c))
+                             ? probability(n.scale * prob[r * L.ld_s + c], slse[c])
+                             : 0.0f;
+        prob[r * L.ld_s + c] = pr;
+        store_float(sp + r * L.ld_p + c, pr);
+      }
+      __syncthreads();
+      // dV += P^T dO: the warp's strip, its half of the columns
 #pragma unroll
-      for (int slot = 0; slot < kSlots; ++slot) {
-        const int r0 = kMmaStrip * (warp_index() + slot * kWarps);  // the strip's first key row
+      for (int slot = 0; slot < kDkdvSlots; ++slot) {
+        const int item = warp_index() + slot * kDkdvWarps, r0 = kMmaStrip * (item / 2), c0 = kHalf * (item % 2);
         if (r0 >= rows_k) continue;
-        // S^T = K Q^T, then P^T (fp32 for dS, 16-bit for the product), keys along the rows.
 #pragma unroll
-        for (int j = 0; j < kMmaTile / 16; ++j) {
-          FragAcc scores;
-          wmma::fill_fragment(scores, 0.0f);
-          strip_times<T, Dim, FragBt<T>>(scores, sk + r0 * L.ld16, L.ld16, sq + 16 * j * L.ld16, L.ld16, 16);
-          wmma::store_matrix_sync(prob + r0 * L.ld_s + 16 * j, scores, L.ld_s, wmma::mem_row_major);
+        for (int j = 0; j < kHalf / 16; ++j) {
+          strip_times<T, kMmaTile, FragB<T>>(dv[slot][j], sp + r0 * L.ld_p, L.ld_p, sdo + c0 + 16 * j, L.ld16,
+                                             16 * L.ld16);
+        }
+      }
+      __syncthreads();  // every warp has read P^T; dS^T overwrites it
+      // dS^T = P^T (dP^T - D), dP^T = V dO^T, tile by tile through the warp's scratch
+      for (int t = warp_index(); t < 16; t += kDkdvWarps) {
+        const int i = t / 4, j = t % 4;
+        if (kMmaStrip * i >= rows_k) continue;
+        FragAcc dp;
+        wmma::fill_fragment(dp, 0.0f);
+        strip_times<T, Dim, FragBt<T>>(dp, sv + kMmaStrip * i * L.ld16, L.ld16, sdo + 16 * j * L.ld16, L.ld16, 16);
+        wmma::store_matrix_sync(scratch, dp, L.ld_scratch, wmma::mem_row_major);
+        __syncwarp();
+        for (int e = lane_index(); e < 256; e += kLanes) {
+          const int r = kMmaStrip * i + e / 16, c = 16 * j + e % 16;
+          const float pr = prob[r * L.ld_s + c];
+          store_float(sp + r * L.ld_p + c,
+                      pr == 0.0f ? 0.0f : score_gradient(pr, scratch[(e / 16) * L.ld_scratch + e % 16], sdelta[c]));
         }
         __syncwarp();
-        for (int i = lane_index(); i < kMmaStrip * kMmaTile; i += kLanes) {
-          const int r = r0 + i / kMmaTile, c = i % kMmaTile;  // key r, query c
-          const float pr = (r < rows_k && c < rows_q && element_attends(bits, kMmaTile, r, c))
-                               ? probability(n.scale * prob[r * L.ld_s + c], slse[c])
-                               : 0.0f;
-          prob[r * L.ld_s + c] = pr;
-          store_float(sp + r * L.ld_p + c, pr);
-        }
-        __syncwarp();
-        // dV += P^T dO
+      }
+      __syncthreads();
+      // dK += dS^T Q (scaled at the store)
 #pragma unroll
-        for (int j = 0; j < Dim / 16; ++j) {
-          strip_times<T, kMmaTile, FragB<T>>(dv[slot][j], sp + r0 * L.ld_p, L.ld_p, sdo + 16 * j, L.ld16, 16 * L.ld16);
-        }
-        __syncwarp();  // P^T is read; dS^T overwrites it
-        // dS^T = P^T (dP^T - D), dP^T = V dO^T
-        score_gradients<T, Dim>(sp, L.ld_p, prob, L.ld_s, scratch, L.ld_scratch, sv, sdo, L.ld16, r0,
-                                [&](int, int c) { return sdelta[c]; });
-        // dK += dS^T Q (scaled at the store)
+      for (int slot = 0; slot < kDkdvSlots; ++slot) {
+        const int item = warp_index() + slot * kDkdvWarps, r0 = kMmaStrip * (item / 2), c0 = kHalf * (item % 2);
+        if (r0 >= rows_k) continue;
 #pragma unroll
-        for (int j = 0; j < Dim / 16; ++j) {
-          strip_times<T, kMmaTile, FragB<T>>(dk[slot][j], sp + r0 * L.ld_p, L.ld_p, sq + 16 * j, L.ld16, 16 * L.ld16);
+        for (int j = 0; j < kHalf / 16; ++j) {
+          strip_times<T, kMmaTile, FragB<T>>(dk[slot][j], sp + r0 * L.ld_p, L.ld_p, sq + c0 + 16 * j, L.ld16,
+                                             16 * L.ld16);
         }
-        __syncwarp();
       }
     }
   }
 #pragma unroll
-  for (int slot = 0; slot < kSlots; ++slot) {
-    const int r0 = kMmaStrip * (warp_index() + slot * kWarps);
+  for (int slot = 0; slot < kDkdvSlots; ++slot) {
+    const int item = warp_index() + slot * kDkdvWarps, r0 = kMmaStrip * (item / 2), c0 = kHalf * (item % 2);
     if (r0 >= rows_k) continue;
-    store_strip<T, Dim>(dk[slot], scratch, L.ld_scratch, p.dk, b, hk, k0 + r0, rows_k - r0, n.d, n.scale);
-    store_strip<T, Dim>(dv[slot], scratch, L.ld_scratch, p.dv, b, hk, k0 + r0, rows_k - r0, n.e, 1.0f);
+    store_strip<T, kHalf>(dk[slot], scratch, L.ld_scratch, p.dk, b, hk, k0 + r0, rows_k - r0, c0, n.d, n.scale);
+    store_strip<T, kHalf>(dv[slot], scratch, L.ld_scratch, p.dv, b, hk, k0 + r0, rows_k - r0, c0, n.e, 1.0f);
   }
 }
 
@@ -531,7 +570,7 @@ __global__ void __launch_bounds__(kMmaThreads) mma_dq_kernel(const DqParams<T> p
   for (int slot = 0; slot < kSlots; ++slot) {
     const int r0 = kMmaStrip * (warp_index() + slot * kWarps);
     if (r0 >= rows_q) continue;
-    store_strip<T, Dim>(dq[slot], scratch, L.ld_scratch, p.dq, b, h, q0 + r0, rows_q - r0, n.d, n.scale);
+    store_strip<T, Dim>(dq[slot], scratch, L.ld_scratch, p.dq, b, h, q0 + r0, rows_q - r0, 0, n.d, n.scale);
   }
 }
 

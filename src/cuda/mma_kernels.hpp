@@ -14,6 +14,9 @@ namespace spattn::cuda::detail {
 constexpr int kMmaTile = 64;
 constexpr int kMmaStrip = 16;
 constexpr int kMmaThreads = 32 * kMmaTile / kMmaStrip;  // 128
+// The dK/dV kernel: eight warps, two per strip, each with half of the output columns (its dK and dV
+// accumulators are half as many registers, which leaves room to fetch the next query tile early).
+constexpr int kDkdvThreads = 2 * kMmaThreads;  // 256
 constexpr int64_t kMmaMaxDim = 128;
 
 // The padded head dim of a (d, e) pair: 32, 64 or 128 (0 when max(d, e) > kMmaMaxDim).
@@ -58,7 +61,7 @@ SPATTN_HD constexpr MmaLayout mma_layout(int dim, Pass pass) {
     at += kMmaTile * l.ld_acc * 4;
   } else {
     l.scratch = at;
-    at += (kMmaThreads / 32) * kMmaStrip * l.ld_scratch * 4;
+    at += (kDkdvThreads / 32) * kMmaStrip * l.ld_scratch * 4;
   }
   l.stat0 = at;
   l.stat1 = (at += kMmaTile * 4);
@@ -66,8 +69,8 @@ SPATTN_HD constexpr MmaLayout mma_layout(int dim, Pass pass) {
   return l;
 }
 
-// Launchers (mma_kernels.cu): one block of kMmaThreads per 64-row outer tile and head, `dim` =
-// mma_dim(d, e). p.layout.words must hold mma_layout(dim, pass).bytes / 4.
+// Launchers (mma_kernels.cu): one block of kMmaThreads (dK/dV: kDkdvThreads) per 64-row outer
+// tile and head, `dim` = mma_dim(d, e). p.layout.words must hold mma_layout(dim, pass).bytes / 4.
 template <typename T>
 void launch_mma_forward(const ForwardParams<T>& params, int dim, cudaStream_t stream);
 template <typename T>
