@@ -171,6 +171,52 @@ struct TilePrefetch {
   }
 };
 
+// The key tiles of a forward or dQ block's list, streamed: the next tile's K and V are fetched into
+// registers while the block computes on the current one. `p` is the kernel's parameters (K, V, the
+// lists, the dims), passed to each call.
+struct StreamedTile {
+  int64_t rows = 0;                // key rows of the tile (fewer in the last one)
+  const uint64_t* bits = nullptr;  // its bit set in shared memory; nullptr: a full tile
+};
+template <typename T, int Dim>
+struct KeyStream {
+  int64_t b = 0, hk = 0;
+  ListWalk walk;
+  TilePrefetch<T, Dim> next_k, next_v;
+  VisitedTile next;
+  bool more = false;  // a fetched tile waits for advance()
+
+  template <typename Params>
+  __device__ KeyStream(const Params& p, int64_t b_, int64_t h, int64_t hk_, int64_t tile)
+      : b(b_), hk(hk_), walk(start_walk(p.lists, mask_of_head(p.lists, h), tile)) {
+    more = fetch(p);
+  }
+  template <typename Params>
+  __device__ bool fetch(const Params& p) {
+    if (walk.pos >= walk.end) return false;
+    next = next_tile(p.lists, walk);
+    const int64_t rows = tile_rows(p.dims.seqlen_k, kMmaTile, next.tile);
+    next_k.fetch(p.k, b, hk, next.tile * kMmaTile, rows, p.dims.d);
+    next_v.fetch(p.v, b, hk, next.tile * kMmaTile, rows, p.dims.e);
+    return true;
+  }
+  // Makes the fetched tile current: waits until the previous one is no longer read, writes its K,
+  // V and bit set to shared memory, and fetches the one after (in flight during the products).
+  template <typename Params>
+  __device__ StreamedTile advance(const Params& p, uint64_t* bit_buffer, T* sk, T* sv, int64_t ld16) {
+    const VisitedTile visited = next;
+    StreamedTile current;
+    current.rows = tile_rows(p.dims.seqlen_k, kMmaTile, visited.tile);
+    __syncthreads();  // the previous key tile and bit set are no longer read
+    current.bits = load_bits(bit_buffer, visited.bits, p.lists.bit_words);
+    next_k.store(sk, ld16, p.k);
+    next_v.store(sv, ld16, p.v);
+    __syncthreads();
+    more = fetch(p);
+    return current;
+  }
+};
+
 // LSE and D of query rows [q0, q0 + rows) (zero beyond: never read for a pair outside the tile).
 __device__ inline void load_stats(float* lse_out, float* delta_out, const Strided<const float>& lse, const float* delta,
                                   const FlashDims& n, int64_t b, int64_t h, int64_t q0, int64_t rows) {
@@ -224,8 +270,7 @@ __global__ void __launch_bounds__(kMmaThreads) mma_forward_kernel(const ForwardP
   float *s = at<float*>(smem, L.s), *acc = at<float*>(smem, L.acc);
   float *row_max = at<float*>(smem, L.stat0), *row_sum = at<float*>(smem, L.stat1);
   const FlashDims& n = p.dims;
-  const flash_device::QueryBlock block = query_block(n, kMmaTile);  // named: lambdas capture them
-  const int64_t tile = block.tile, b = block.b, h = block.h, hk = block.hk, q0 = block.q0, rows_q = block.rows_q;
+  const auto [tile, b, h, hk, q0, rows_q] = query_block(n, kMmaTile);
 
   load_tile(sq, L.ld16, Dim, p.q, b, h, q0, rows_q, n.d);
   for (int i = threadIdx.x; i < kMmaTile * L.ld_acc; i += blockDim.x) acc[i] = 0.0f;
@@ -242,27 +287,10 @@ __global__ void __launch_bounds__(kMmaThreads) mma_forward_kernel(const ForwardP
 #pragma unroll
     for (int kk = 0; kk < Dim / 16; ++kk) wmma::load_matrix_sync(q_frags[slot][kk], as_wmma(sq + r0 * L.ld16 + 16 * kk), L.ld16);
   }
-  ListWalk walk = start_walk(p.lists, mask_of_head(p.lists, h), tile);
-  TilePrefetch<T, Dim> next_k, next_v;
-  VisitedTile next;
-  // Fetches the key tile after the current one, if any.
-  auto fetch_next = [&]() {
-    if (walk.pos >= walk.end) return false;
-    next = next_tile(p.lists, walk);
-    const int64_t rows = tile_rows(n.seqlen_k, kMmaTile, next.tile);
-    next_k.fetch(p.k, b, hk, next.tile * kMmaTile, rows, n.d);
-    next_v.fetch(p.v, b, hk, next.tile * kMmaTile, rows, n.e);
-    return true;
-  };
-  for (bool more = fetch_next(); more;) {
-    const VisitedTile visited = next;
-    const int64_t rows_k = tile_rows(n.seqlen_k, kMmaTile, visited.tile);
-    __syncthreads();  // the previous key tile and bit set are no longer read
-    const uint64_t* bits = load_bits(bit_buffer, visited.bits, p.lists.bit_words);
-    next_k.store(sk, L.ld16, p.k);
-    next_v.store(sv, L.ld16, p.v);
-    __syncthreads();
-    more = fetch_next();  // in flight during the products below
+  for (KeyStream<T, Dim> keys(p, b, h, hk, tile); keys.more;) {
+    const StreamedTile current = keys.advance(p, bit_buffer, sk, sv, L.ld16);
+    const int64_t rows_k = current.rows;
+    const uint64_t* bits = current.bits;
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
       const int r0 = kMmaStrip * (warp_index() + slot * kWarps);
@@ -377,6 +405,24 @@ __device__ inline void score_gradients(T* ds, int64_t ld_p, const float* prob, i
   }
 }
 
+// The dK/dV kernel's accumulation: for each of the warp's (strip, column half) items, acc += the
+// strip's 16 x 64 rows of `left` (16-bit, ld_left) times the half's columns of `right` (64 rows,
+// ld_right). Strips past the tile's rows_k are skipped.
+template <typename T, int Half>
+__device__ inline void accumulate_items(FragAcc (&acc)[kDkdvSlots][Half / 16], const T* left, int64_t ld_left,
+                                        const T* right, int64_t ld_right, int64_t rows_k) {
+#pragma unroll
+  for (int slot = 0; slot < kDkdvSlots; ++slot) {
+    const int item = warp_index() + slot * kDkdvWarps, r0 = kMmaStrip * (item / 2), c0 = Half * (item % 2);
+    if (r0 >= rows_k) continue;
+#pragma unroll
+    for (int j = 0; j < Half / 16; ++j) {
+      strip_times<T, kMmaTile, FragB<T>>(acc[slot][j], left + r0 * ld_left, ld_left, right + c0 + 16 * j, ld_right,
+                                         16 * ld_right);
+    }
+  }
+}
+
 // Per key tile of kv head hk: every q head of its group, every query tile of that head's list.
 // Eight warps: the 64 x 64 score products (S^T, dP^T) are dealt out as 16 tiles, the elementwise
 // steps run over the whole block, and warp w accumulates dK and dV for the key rows of strip w / 2
@@ -441,16 +487,7 @@ __global__ void __launch_bounds__(kDkdvThreads, 2) mma_dkdv_kernel(const DkdvPar
       }
       __syncthreads();
       // dV += P^T dO: the warp's strip, its half of the columns
-#pragma unroll
-      for (int slot = 0; slot < kDkdvSlots; ++slot) {
-        const int item = warp_index() + slot * kDkdvWarps, r0 = kMmaStrip * (item / 2), c0 = kHalf * (item % 2);
-        if (r0 >= rows_k) continue;
-#pragma unroll
-        for (int j = 0; j < kHalf / 16; ++j) {
-          strip_times<T, kMmaTile, FragB<T>>(dv[slot][j], sp + r0 * L.ld_p, L.ld_p, sdo + c0 + 16 * j, L.ld16,
-                                             16 * L.ld16);
-        }
-      }
+      accumulate_items<T, kHalf>(dv, sp, L.ld_p, sdo, L.ld16, rows_k);
       __syncthreads();  // every warp has read P^T; dS^T overwrites it
       // dS^T = P^T (dP^T - D), dP^T = V dO^T, tile by tile through the warp's scratch
       for (int t = warp_index(); t < 16; t += kDkdvWarps) {
@@ -471,16 +508,7 @@ __global__ void __launch_bounds__(kDkdvThreads, 2) mma_dkdv_kernel(const DkdvPar
       }
       __syncthreads();
       // dK += dS^T Q (scaled at the store)
-#pragma unroll
-      for (int slot = 0; slot < kDkdvSlots; ++slot) {
-        const int item = warp_index() + slot * kDkdvWarps, r0 = kMmaStrip * (item / 2), c0 = kHalf * (item % 2);
-        if (r0 >= rows_k) continue;
-#pragma unroll
-        for (int j = 0; j < kHalf / 16; ++j) {
-          strip_times<T, kMmaTile, FragB<T>>(dk[slot][j], sp + r0 * L.ld_p, L.ld_p, sq + c0 + 16 * j, L.ld16,
-                                             16 * L.ld16);
-        }
-      }
+      accumulate_items<T, kHalf>(dk, sp, L.ld_p, sq, L.ld16, rows_k);
     }
   }
 #pragma unroll
@@ -502,8 +530,7 @@ __global__ void __launch_bounds__(kMmaThreads) mma_dq_kernel(const DqParams<T> p
   float *prob = at<float*>(smem, L.s), *slse = at<float*>(smem, L.stat0), *sdelta = at<float*>(smem, L.stat1);
   float* scratch = at<float*>(smem, L.scratch) + warp_index() * kMmaStrip * L.ld_scratch;
   const FlashDims& n = p.dims;
-  const flash_device::QueryBlock block = query_block(n, kMmaTile);  // named: lambdas capture them
-  const int64_t tile = block.tile, b = block.b, h = block.h, hk = block.hk, q0 = block.q0, rows_q = block.rows_q;
+  const auto [tile, b, h, hk, q0, rows_q] = query_block(n, kMmaTile);
 
   load_tile(sq, L.ld16, Dim, p.q, b, h, q0, rows_q, n.d);
   load_tile(sdo, L.ld16, Dim, p.d_o, b, h, q0, rows_q, n.e);
@@ -514,27 +541,10 @@ __global__ void __launch_bounds__(kMmaThreads) mma_dq_kernel(const DqParams<T> p
 #pragma unroll
     for (int j = 0; j < Dim / 16; ++j) wmma::fill_fragment(dq[slot][j], 0.0f);
   }
-  ListWalk walk = start_walk(p.lists, mask_of_head(p.lists, h), tile);
-  TilePrefetch<T, Dim> next_k, next_v;
-  VisitedTile next;
-  // Fetches the key tile after the current one, if any.
-  auto fetch_next = [&]() {
-    if (walk.pos >= walk.end) return false;
-    next = next_tile(p.lists, walk);
-    const int64_t rows = tile_rows(n.seqlen_k, kMmaTile, next.tile);
-    next_k.fetch(p.k, b, hk, next.tile * kMmaTile, rows, n.d);
-    next_v.fetch(p.v, b, hk, next.tile * kMmaTile, rows, n.e);
-    return true;
-  };
-  for (bool more = fetch_next(); more;) {
-    const VisitedTile visited = next;
-    const int64_t rows_k = tile_rows(n.seqlen_k, kMmaTile, visited.tile);
-    __syncthreads();  // the previous key tile and bit set are no longer read
-    const uint64_t* bits = load_bits(bit_buffer, visited.bits, p.lists.bit_words);
-    next_k.store(sk, L.ld16, p.k);
-    next_v.store(sv, L.ld16, p.v);
-    __syncthreads();
-    more = fetch_next();  // in flight during the products below
+  for (KeyStream<T, Dim> keys(p, b, h, hk, tile); keys.more;) {
+    const StreamedTile current = keys.advance(p, bit_buffer, sk, sv, L.ld16);
+    const int64_t rows_k = current.rows;
+    const uint64_t* bits = current.bits;
 #pragma unroll
     for (int slot = 0; slot < kSlots; ++slot) {
       const int r0 = kMmaStrip * (warp_index() + slot * kWarps);  // the strip's first query row
