@@ -4,10 +4,14 @@
 // With sparse inputs (--q / --k / --v FILE.mtx, each optional; one head) the shapes come from the
 // files, the plan predicts each algorithm exactly for those CSR inputs, and both commands use
 // Z_input = (nnz(Q) + nnz(K)) / 2.
+//   spattn plan --device cuda [--dtype bf16] [--shared-memory-bytes 232448] --n 16384 --d 128 ...
+// prints what the CUDA backend would run (spattn::cuda::plan_call): its kernels, tiles and the M
+// its shared memory holds; without --shared-memory-bytes the current GPU's budget (one must exist).
 #include "cli_support.hpp"
 #include "commands.hpp"
 
 #include <spattn/bounds.hpp>
+#include <spattn/cuda.hpp>
 #include <spattn/plan.hpp>
 #include <spattn/sparse_inputs.hpp>
 
@@ -34,6 +38,9 @@ struct ShapeFlags {
   std::string mask = "full";
   bool search_switch = false;
   std::array<std::string, 3> inputs;  // --q, --k, --v: sparse inputs (.mtx), each optional
+  std::string device = "cpu";
+  std::string dtype = "fp32";
+  int64_t shared_memory_bytes = 0;  // --device cuda: 0 = the current GPU's
 
   bounds::DenseShape shape() const {
     return {seqlen_q, seqlen_k > 0 ? seqlen_k : seqlen_q, head_dim,
@@ -177,6 +184,32 @@ void print_bound(const ShapeFlags& flags) {
   }
 }
 
+// --device cuda: the CUDA backend's plan for each pass.
+void print_cuda_plan(const ShapeFlags& flags, const CLI::App& cmd, const bounds::DenseShape& shape, const Mask& mask) {
+  if (cmd.count("--cache-words") > 0) {
+    throw UsageError("--cache-words: with --device cuda, M comes from the shared memory (--shared-memory-bytes)");
+  }
+  if (flags.search_switch) throw UsageError("--switch: the CPU planner's search; not with --device cuda");
+  cuda::Options options;
+  options.algorithm = flags.algorithm == "small_cache" ? cuda::CudaAlgorithm::small_cache : cuda::CudaAlgorithm::flash;
+  options.shared_memory_bytes = flags.shared_memory_bytes;
+  const cuda::ElementType type = flags.dtype == "fp16"   ? cuda::ElementType::fp16
+                                 : flags.dtype == "bf16" ? cuda::ElementType::bf16
+                                                         : cuda::ElementType::fp32;
+  std::vector<cuda::DeviceRun> runs;  // planned first: an error prints nothing else
+  for (Pass pass : passes(flags.pass)) {
+    runs.push_back(cuda::plan_call(pass, type, shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v,
+                                   mask, options));
+  }
+  std::printf("cuda plan: %s, seqlen_q %lld, seqlen_k %lld, head_dim %lld, head_dim_v %lld, mask %s, shared memory %s\n",
+              cuda::element_type_name(type), static_cast<long long>(shape.seqlen_q),
+              static_cast<long long>(shape.seqlen_k), static_cast<long long>(shape.head_dim),
+              static_cast<long long>(shape.head_dim_v), flags.mask.c_str(),
+              flags.shared_memory_bytes > 0 ? (std::to_string(flags.shared_memory_bytes) + " bytes").c_str()
+                                            : "of the current GPU");
+  for (const cuda::DeviceRun& run : runs) std::cout << "  " << run.to_string() << "\n";
+}
+
 }  // namespace
 
 void register_plan(CLI::App& app) {
@@ -193,10 +226,25 @@ void register_plan(CLI::App& app) {
   add_input_flags(plan, *flags);
   plan->add_flag("--switch", flags->search_switch,
                  "Search the M at which the choice changes (always done for the full mask)");
+  plan->add_option("--device", flags->device, "cpu (the planner's words) or cuda (the CUDA backend's kernels and tiles)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  plan->add_option("--dtype", flags->dtype, "--device cuda: element type")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))->capture_default_str();
+  plan->add_option("--shared-memory-bytes", flags->shared_memory_bytes,
+                   "--device cuda: shared memory per block (0: the current GPU's)")
+      ->check(at_least(0))->capture_default_str();
   plan->callback([flags, plan] {
+    if (flags->device != "cuda" && (plan->count("--dtype") > 0 || plan->count("--shared-memory-bytes") > 0)) {
+      throw UsageError("--dtype and --shared-memory-bytes describe a CUDA plan: add --device cuda");
+    }
     const PlanInputs files(*flags, *plan);
     const auto shape = files.shape();
     const Mask mask = load_prepared_mask(flags->mask, shape.seqlen_q, shape.seqlen_k, "--mask");
+    if (flags->device == "cuda") {
+      if (files.any()) throw UsageError("--q/--k/--v: sparse inputs are planned on the CPU only (no --device cuda)");
+      print_cuda_plan(*flags, *plan, shape, mask);
+      return;
+    }
     if (files.any()) {
       if (flags->heads != 1) throw UsageError("--heads: sparse inputs (--q/--k/--v) are one head");
       if (flags->search_switch) std::cout << "note: --switch is not searched with sparse inputs\n";

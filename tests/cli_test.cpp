@@ -183,6 +183,41 @@ TEST_F(CliTest, PlanAndBoundPrintTheirParts) {
   EXPECT_NE(r.output.find("387"), std::string::npos) << r.output;
 }
 
+// spattn plan --device cuda: the CUDA backend's kernels, tiles and M, planned without a GPU when
+// the shared memory is given (an H200's 232448 bytes: the figures its runs reported).
+TEST_F(CliTest, PlanForTheCudaBackend) {
+  Result r = run("plan --device cuda --dtype bf16 --shared-memory-bytes 232448 --n 16384 --d 128 "
+                 "--mask sliding_window:w=256");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cuda flash forward (tensor cores): M = 28416 words, 113664 bytes"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("cuda flash backward (tensor cores): M = 26880 words, 107520 bytes"), std::string::npos)
+      << r.output;
+  r = run("plan --device cuda --shared-memory-bytes 232448 --n 16384 --d 128 --pass fwd");  // fp32: the planner's tiles
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cuda flash forward: M = "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("tensor cores"), std::string::npos) << r.output;
+  // Usage errors name the flag.
+  r = run("plan --dtype bf16 --n 64 --d 64");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--device cuda"), std::string::npos) << r.output;
+  r = run("plan --device cuda --shared-memory-bytes 232448 --cache-words 4096 --n 64 --d 64");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--cache-words"), std::string::npos) << r.output;
+  r = run("plan --device gpu --n 64 --d 64");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--device"), std::string::npos) << r.output;
+  // Without --shared-memory-bytes the current GPU's budget: none here is a runtime error saying why
+  // (a machine with a GPU prints its plan).
+  r = run("plan --device cuda --dtype fp16 --n 64 --d 64");
+  if (r.exit_code != 0) {
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(r.output.find("no CUDA device") != std::string::npos ||
+                r.output.find("built without CUDA") != std::string::npos)
+        << r.output;
+  }
+}
+
 // ---- Sparse inputs (Matrix Market Q, K, V) ------------------------------------------------------
 
 namespace {

@@ -25,6 +25,12 @@ void expect_half_match(const Problem& rounded_problem, const std::vector<Mask>& 
   if (options.algorithm == CudaAlgorithm::flash) {
     EXPECT_EQ(out.forward_run.tensor_cores, tensor_cores) << out.forward_run.to_string();
     EXPECT_EQ(out.backward_run.tensor_cores, tensor_cores) << out.backward_run.to_string();
+    // The plan made without running says the same.
+    const auto type = spattn::cuda::element_type_of<T>();
+    EXPECT_EQ(out.forward_run.to_string(),
+              spattn::cuda::plan_call(spattn::Pass::forward, type, p.n_q, p.n_k, p.d, p.e, masks[0], options).to_string());
+    EXPECT_EQ(out.backward_run.to_string(),
+              spattn::cuda::plan_call(spattn::Pass::backward, type, p.n_q, p.n_k, p.d, p.e, masks[0], options).to_string());
   }
   const int64_t forward_terms = p.d + p.n_k;
   const int64_t backward_terms = std::max(p.d, p.e) + std::max(p.n_q, p.n_k) * (p.heads / p.kv_heads);

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace spattn::cuda {
@@ -54,6 +55,16 @@ template <>
 half_t from_float<half_t>(float value);
 template <>
 bfloat16_t from_float<bfloat16_t>(float value);
+
+// The element types of the device API's tensors.
+enum class ElementType { fp32, fp16, bf16 };
+const char* element_type_name(ElementType type);  // "fp32" / "fp16" / "bf16"
+template <typename T>
+constexpr ElementType element_type_of() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>,
+                "spattn::cuda element types are float, half_t and bfloat16_t");
+  return std::is_same_v<T, float> ? ElementType::fp32 : std::is_same_v<T, half_t> ? ElementType::fp16 : ElementType::bf16;
+}
 
 enum class CudaAlgorithm {
   flash,        // block-sparse flash kernels (tiles from the planner for the device's shared memory)
@@ -125,6 +136,16 @@ DeviceRun attention_backward(TensorView<const T> q, TensorView<const T> k, Tenso
                              TensorView<T> dv, const Mask& mask, const Options& options = {}) {
   return attention_backward<T>(q, k, v, o, lse, d_o, dq, dk, dv, std::vector<Mask>{mask}, options);
 }
+
+// The plan of one call, without running it: which kernels, tiles and shared memory the flash path
+// would use (for fp16 / bf16 the tensor-core kernels when they fit, else the planner's tiles for
+// the budget), or that small_cache would run. The budget is options.shared_memory_bytes, or the
+// current device's when that is 0 (then a device must exist: RuntimeError says why not). Needs no
+// GPU with an explicit budget (e.g. 232448, an H100/H200's). Throws InvalidArgument naming the
+// argument for negative extents, a zero head dim, a mask of another shape, or a budget below the
+// smallest tiles.
+DeviceRun plan_call(Pass pass, ElementType type, int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim,
+                    int64_t head_dim_v, const Mask& mask, const Options& options = {});
 
 // Drops the device copies of mask structures kept between calls (docs/cuda.md, "Mask cache").
 void release_device_caches();

@@ -6,6 +6,7 @@
 #include "cuda/device_buffer.hpp"
 #include "cuda/flash_kernels.hpp"
 #include "cuda/mma_kernels.hpp"
+#include "device/device_plan.hpp"
 
 #include <map>
 #include <memory>
@@ -121,37 +122,7 @@ FlashDims dims_of(const device::DeviceShape& s, float scale) {
   return {s.batch, s.heads, s.kv_heads, s.seqlen_q, s.seqlen_k, s.head_dim, s.head_dim_v, scale};
 }
 
-// The tiles, M and shared memory of a call: the tensor-core kernels' fixed 64 x 64 tiles when they
-// run (fp16 / bf16, head dims up to 128, their layout within the budget), else the planner's tiles
-// for the fp32 kernels. mma_dim is the padded head dim of the tensor-core kernels, 0 when they do
-// not run.
-struct CallTiles {
-  FlashTiles tiles;
-  int64_t cache_words = 0, smem_words = 0;
-  int mma_dim = 0;
-};
-template <typename T>
-CallTiles call_tiles(const device::DeviceShape& shape, int64_t smem_words, Pass pass, FlashMasking masking,
-                     bool tensor_cores) {
-  CallTiles call;
-  if constexpr (!std::is_same_v<T, float>) {
-    const int dim = mma_dim(shape.head_dim, shape.head_dim_v);
-    const int64_t bytes = dim == 0 ? 0 : mma_layout(dim, pass).bytes;
-    if (tensor_cores && dim != 0 && bytes <= 4 * smem_words) {
-      call.tiles.block_q = call.tiles.block_k = call.tiles.dkdv_block_q = call.tiles.dkdv_block_k = kMmaTile;
-      call.cache_words = call.smem_words = (bytes + 3) / 4;
-      call.mma_dim = dim;
-      return call;
-    }
-  }
-  const device::DeviceFlashTiles planned = device::device_flash_tiles(shape.head(), smem_words, pass, masking);
-  call.tiles = planned.tiles;
-  call.cache_words = planned.cache_words;
-  call.smem_words = planned.smem_words;
-  return call;
-}
-
-// The tensor-core launchers exist for the 16-bit types only (call_tiles never picks them for fp32).
+// The tensor-core launchers exist for the 16-bit types only (flash_call never picks them for fp32).
 template <typename T>
 void launch_mma(const ForwardParams<T>& p, int dim, cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, float>) launch_mma_forward(p, dim, stream);
@@ -165,20 +136,6 @@ void launch_mma(const DqParams<T>& p, int dim, cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, float>) launch_mma_dq(p, dim, stream);
 }
 
-DeviceRun run_of(Pass pass, const CallTiles& call) {
-  DeviceRun run;
-  run.algorithm = CudaAlgorithm::flash;
-  run.pass = pass;
-  run.tensor_cores = call.mma_dim != 0;
-  run.cache_words = call.cache_words;
-  run.shared_memory_bytes = 4 * call.smem_words;
-  run.block_q = call.tiles.block_q;
-  run.block_k = call.tiles.block_k;
-  run.dkdv_block_q = call.tiles.dkdv_block_q;
-  run.dkdv_block_k = call.tiles.dkdv_block_k;
-  return run;
-}
-
 }  // namespace
 
 template <typename T>
@@ -186,7 +143,8 @@ DeviceRun flash_forward(const device::DeviceShape& shape, const ForwardViews<T>&
                         const std::vector<Mask>& masks, float scale, int64_t smem_words,
                         bool tensor_cores, cudaStream_t stream) {
   const FlashMasking masking = all_full(masks) ? FlashMasking::dense : FlashMasking::block_sparse;
-  const CallTiles call = call_tiles<T>(shape, smem_words, Pass::forward, masking, tensor_cores);
+  const device::FlashCall call =
+      device::flash_call(shape, smem_words, Pass::forward, masking, element_type_of<T>(), tensor_cores);
   const FlashTiles& t = call.tiles;
   const Walk w = walk(masks, masking, t, Pass::forward, false, shape.seqlen_q, t.block_q,
                       shape.seqlen_k, t.block_k);
@@ -209,7 +167,7 @@ DeviceRun flash_forward(const device::DeviceShape& shape, const ForwardViews<T>&
   }
   // The lists stay alive in the cache; a kernel in flight keeps reading them until the stream
   // is synchronized (release_device_caches() must not run concurrently with kernels).
-  return run_of(Pass::forward, call);
+  return device::flash_run(Pass::forward, call);
 }
 
 template <typename T>
@@ -217,7 +175,8 @@ DeviceRun flash_backward(const device::DeviceShape& shape, const BackwardViews<T
                          const std::vector<Mask>& masks, float scale, int64_t smem_words,
                          bool tensor_cores, cudaStream_t stream) {
   const FlashMasking masking = all_full(masks) ? FlashMasking::dense : FlashMasking::block_sparse;
-  const CallTiles call = call_tiles<T>(shape, smem_words, Pass::backward, masking, tensor_cores);
+  const device::FlashCall call =
+      device::flash_call(shape, smem_words, Pass::backward, masking, element_type_of<T>(), tensor_cores);
   const FlashTiles& t = call.tiles;
   const FlashDims dims = dims_of(shape, scale);
   DeviceBuffer<float> delta(static_cast<size_t>(shape.batch * shape.heads * shape.seqlen_q));
@@ -275,7 +234,7 @@ DeviceRun flash_backward(const device::DeviceShape& shape, const BackwardViews<T
   }
   // `delta` is freed on return: wait for the kernels that read it first.
   SPATTN_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return run_of(Pass::backward, call);
+  return device::flash_run(Pass::backward, call);
 }
 
 void release_flash_lists() { list_cache().clear(); }

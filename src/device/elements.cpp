@@ -95,6 +95,10 @@ bfloat16_t from_float<bfloat16_t>(float value) {
   return to_bfloat16(value);
 }
 
+const char* element_type_name(ElementType type) {
+  return type == ElementType::fp32 ? "fp32" : type == ElementType::fp16 ? "fp16" : "bf16";
+}
+
 const char* cuda_algorithm_name(CudaAlgorithm algorithm) {
   return algorithm == CudaAlgorithm::flash ? "flash" : "small_cache";
 }
