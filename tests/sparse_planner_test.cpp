@@ -3,6 +3,11 @@
 // sparse bound, where it switches, and when a structured mask beats the worst case.
 #include <spattn/plan.hpp>
 
+#include "schedules/flash.hpp"
+#include "schedules/flash_mask.hpp"
+#include "schedules/flash_tile_choice.hpp"
+#include "support/api_problem.hpp"
+
 #include <sparse_formats/patterns.hpp>
 
 #include <gtest/gtest.h>
@@ -132,6 +137,86 @@ TEST(SparsePlanner, FullMasksCostNoMoreThanDenseAndNearlyFullOnesLittleMore) {
           EXPECT_LE(ratio, 1.25) << name << " M " << m;
         }
       }
+    }
+  }
+}
+
+// Bands at the default M, planned for time: block-sparse flash runs smaller tiles than
+// flash_tiles()' (schedules/flash_tile_choice.hpp), capped at small_cache's words so that auto
+// still chooses flash; planned for words (the default of plan_attention), flash_tiles()' own, which
+// move fewer words. At d = 128 the cap binds (w = 128 and 32): the uncapped choice would move more words than
+// small_cache, and auto would pick the algorithm that runs 20x slower natively here
+// (docs/results.md section 4); at d = 64 it does not.
+TEST(SparsePlanner, BandMasksGetSmallerFlashTilesAndAutoStillRunsFlash) {
+  const int64_t n = 1024, m = 49152;
+  for (const auto& [w, d, capped] : {std::tuple<int64_t, int64_t, bool>{128, 64, false}, {128, 128, true}, {32, 128, true}}) {
+    const Mask window = Mask::from_spec("sliding_window:w=" + std::to_string(w), n, n);
+    for (const Pass pass : {Pass::forward, Pass::backward}) {
+      SCOPED_TRACE("w " + std::to_string(w) + ", d " + std::to_string(d) + ", " + spattn::pass_name(pass));
+      const auto plan = spattn::plan_attention({n, n, d, d}, window, m, pass, Algorithm::automatic, 1, false,
+                                               spattn::TileObjective::time);
+      EXPECT_EQ(plan.tile_objective, spattn::TileObjective::time);
+      EXPECT_EQ(plan.algorithm, Algorithm::flash);
+      const auto fewest_words = spattn::plan_attention({n, n, d, d}, window, m, pass);
+      EXPECT_EQ(fewest_words.tile_objective, spattn::TileObjective::words);
+      EXPECT_EQ(fewest_words.algorithm, Algorithm::flash);
+      EXPECT_LT(fewest_words.flash.total(), plan.flash.total());
+      EXPECT_LE(plan.flash.total(), plan.small_cache.total());
+      const spattn::schedules::HeadShape shape{n, n, d, d};
+      const auto own = spattn::schedules::flash_tiles(shape, m, pass, spattn::schedules::FlashMasking::block_sparse);
+      const auto chosen = spattn::schedules::flash_tiles_for_mask(shape, m, pass, window.csr(),
+                                                                  plan.small_cache.total());
+      EXPECT_LT(chosen.block_q, own.block_q);
+      EXPECT_NE(fewest_words.flash.tiles.find("block_q " + std::to_string(own.block_q) + ","), std::string::npos)
+          << fewest_words.flash.tiles;
+      EXPECT_NE(plan.flash.tiles.find("block_q " + std::to_string(chosen.block_q) + ","), std::string::npos)
+          << plan.flash.tiles;
+      const auto uncapped = spattn::schedules::flash_tiles_for_mask(shape, m, pass, window.csr());
+      const auto mask = spattn::schedules::build_flash_mask(window.csr(), n, n, uncapped, pass);
+      const int64_t uncapped_words = pass == Pass::forward
+                                         ? spattn::schedules::predict_flash_forward(shape, uncapped, &mask).total()
+                                         : spattn::schedules::predict_flash_backward(shape, uncapped, &mask).total();
+      if (capped) {
+        EXPECT_GT(uncapped_words, plan.small_cache.total());
+      } else {
+        EXPECT_TRUE(uncapped == chosen);
+      }
+    }
+  }
+}
+
+// Through the API, for both tile objectives (time: tiles the mask asks for, the API's default;
+// words): the ledger equals the plan word for word and the results match the fp64 reference (odd
+// sizes; M leaves room for flash_tiles()' larger tiles).
+TEST(SparsePlanner, MaskChosenTilesCountWhatThePlanPredicts) {
+  for (const int64_t n : {97, 257}) {
+    for (const auto& [algorithm, objective] :
+         {std::pair{Algorithm::flash, spattn::TileObjective::time}, {Algorithm::automatic, spattn::TileObjective::time},
+          {Algorithm::flash, spattn::TileObjective::words}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + ", " + spattn::algorithm_name(algorithm) + ", " +
+                   spattn::tile_objective_name(objective));
+      const int64_t d = 8, m = 6000;
+      const Mask window = Mask::from_spec("sliding_window:w=6", n, n);
+      const spattn::schedules::HeadShape shape{n, n, d, d};
+      ASSERT_FALSE(spattn::schedules::flash_tiles_for_mask(shape, m, Pass::forward, window.csr()) ==
+                   spattn::schedules::flash_tiles(shape, m, Pass::forward, spattn::schedules::FlashMasking::block_sparse));
+      spattn::testing::ApiProblem problem(1, 2, 2, n, n, d);
+      spattn::io::Ledger forward_ledger, backward_ledger;
+      spattn::AttentionOptions forward_options, backward_options;
+      forward_options.algorithm = backward_options.algorithm = algorithm;
+      forward_options.tile_objective = backward_options.tile_objective = objective;
+      forward_options.cache_words = backward_options.cache_words = m;
+      forward_options.ledger = &forward_ledger;
+      backward_options.ledger = &backward_ledger;
+      const auto [forward, backward] = problem.run({window}, forward_options, backward_options);
+      EXPECT_EQ(forward.algorithm, Algorithm::flash);
+      EXPECT_EQ(forward.tile_objective, objective);
+      EXPECT_EQ(forward_ledger.reads(), forward.reads);
+      EXPECT_EQ(forward_ledger.writes(), forward.writes);
+      EXPECT_EQ(backward_ledger.reads(), backward.reads);
+      EXPECT_EQ(backward_ledger.writes(), backward.writes);
+      EXPECT_LE(backward_ledger.peak_resident(), m);
+      problem.expect_matches_reference({window});
     }
   }
 }

@@ -42,6 +42,11 @@ struct AttentionOptions {
   // the workers; small_cache runs one head per worker, or, with a full mask and fewer heads than
   // threads, splits each head's row blocks over all of them.
   int threads = 0;
+  // How block-sparse flash's tiles are chosen for a mask (spattn/plan.hpp): time (the default:
+  // words + flops, faster natively on banded masks) or words (the fewest words, the I/O study's
+  // choice). The plan returned, and a ledger when counting, follow it exactly either way. CSR
+  // (sparse-input) calls always plan for words.
+  TileObjective tile_objective = TileObjective::time;
 };
 
 // The fast-memory size used when none is given: four times this machine's per-core L1 data

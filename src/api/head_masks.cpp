@@ -105,18 +105,19 @@ Algorithm cheaper_overall(const std::vector<MaskGroup>& groups) {
 }  // namespace
 
 HeadsPlan plan_heads(const bounds::DenseShape& shape, const std::vector<Mask>& masks, int64_t batch,
-                     int64_t heads, int64_t cache_words, Pass pass, Algorithm requested) {
+                     int64_t heads, int64_t cache_words, Pass pass, Algorithm requested,
+                     TileObjective objective) {
   const Algorithm planned = requested == Algorithm::reference ? Algorithm::automatic : requested;
   HeadsPlan result;
   result.groups = group_heads(masks, heads);
   if (result.groups.empty()) {  // no heads: a plan of the shape, for reporting
     const Mask& mask = masks.empty() ? Mask::full(shape.seqlen_q, shape.seqlen_k) : masks.front();
-    result.plan = plan_attention(shape, mask, cache_words, pass, planned, 0);
+    result.plan = plan_attention(shape, mask, cache_words, pass, planned, 0, false, objective);
     return result;
   }
   for (MaskGroup& group : result.groups) {
     group.plan = plan_attention(shape, group.mask, cache_words, pass, planned,
-                                batch * static_cast<int64_t>(group.heads.size()));
+                                batch * static_cast<int64_t>(group.heads.size()), false, objective);
   }
   if (result.groups.size() == 1) {
     result.plan = result.groups.front().plan;
@@ -128,7 +129,7 @@ HeadsPlan plan_heads(const bounds::DenseShape& shape, const std::vector<Mask>& m
     const Algorithm chosen = cheaper_overall(result.groups);
     for (MaskGroup& group : result.groups) {
       group.plan = plan_attention(shape, group.mask, cache_words, pass, chosen,
-                                  batch * static_cast<int64_t>(group.heads.size()));
+                                  batch * static_cast<int64_t>(group.heads.size()), false, objective);
       group.plan.requested = Algorithm::automatic;
     }
   }

@@ -26,9 +26,10 @@ struct HeadsPlan {
 };
 
 // `masks`: one for all heads, or exactly `heads` (checked by the caller). Algorithm::reference
-// plans the automatic choice (for reporting).
+// plans the automatic choice (for reporting). `objective`: how flash's tiles are chosen for masks.
 HeadsPlan plan_heads(const bounds::DenseShape& shape, const std::vector<Mask>& masks, int64_t batch,
-                     int64_t heads, int64_t cache_words, Pass pass, Algorithm requested);
+                     int64_t heads, int64_t cache_words, Pass pass, Algorithm requested,
+                     TileObjective objective);
 
 // Adds `reads` and `writes` words moved outside the schedules (the grouped-query dK/dV sums) to
 // the plan's totals and ratios.

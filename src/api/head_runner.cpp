@@ -4,6 +4,7 @@
 #include "api/mask_cache.hpp"
 #include "cpu/workers.hpp"
 #include "schedules/flash_heads.hpp"
+#include "schedules/flash_tile_choice.hpp"
 
 #include <algorithm>
 #include <string>
@@ -12,14 +13,29 @@
 namespace spattn::api_detail {
 
 HeadRunner::HeadRunner(Algorithm algorithm, const bounds::DenseShape& shape, const Mask& mask,
-                       int64_t cache_words, Pass pass, int threads)
+                       int64_t cache_words, Pass pass, int threads, TileObjective objective)
     : algorithm_(algorithm), mask_(mask), cache_words_(cache_words), threads_(threads) {
   const schedules::HeadShape head{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v};
   const bool sparse = !mask.is_full();
   if (algorithm == Algorithm::flash) {
-    flash_tiles_ = schedules::flash_tiles(
-        head, cache_words, pass, sparse ? schedules::FlashMasking::block_sparse : schedules::FlashMasking::dense);
-    if (sparse) flash_mask_ = mask.cache().flash(mask, flash_tiles_, pass);
+    // The tiles the planner priced (flash_tile_choice.hpp), so the count equals the prediction:
+    // for a mask and the time objective, its word cap is the planner's small_cache figure (cached
+    // in the mask by the plan that chose this algorithm; computed the same way when absent).
+    if (sparse) {
+      int64_t max_words = INT64_MAX;
+      if (objective == TileObjective::time) {
+        detail::MaskCache::Costs costs;
+        const detail::MaskCache::CostKey key{head.head_dim, head.head_dim_v, cache_words, static_cast<int>(pass),
+                                             static_cast<int>(objective)};
+        max_words = mask.cache().find_costs(key, costs)
+                        ? schedules::small_cache_words(costs.second)
+                        : schedules::small_cache_words(head, *mask.cache().small_cache_counts(mask), cache_words, pass);
+      }
+      flash_tiles_ = schedules::masked_flash_tiles(head, cache_words, pass, mask.csr(), max_words, objective);
+      flash_mask_ = mask.cache().flash(mask, flash_tiles_, pass);
+    } else {
+      flash_tiles_ = schedules::flash_tiles(head, cache_words, pass);
+    }
   } else if (sparse) {
     sparse_mask_ = mask.cache().small_cache(mask);
     // The tiles the planner priced (from the mask's counts), so the count equals the prediction.

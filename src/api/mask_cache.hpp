@@ -28,7 +28,7 @@ struct MaskCache {
 
   // The planner's per-head predictions for (head_dim, head_dim_v, M, pass), so that repeated
   // calls with the same shapes (every layer, every step) do not re-predict.
-  using CostKey = std::tuple<int64_t, int64_t, int64_t, int>;
+  using CostKey = std::tuple<int64_t, int64_t, int64_t, int, int>;  // d, d_v, M, pass, tile objective
   using Costs = std::pair<AlgorithmCost, AlgorithmCost>;  // flash, small_cache
   bool find_costs(const CostKey& key, Costs& costs);
   void store_costs(const CostKey& key, const Costs& costs);

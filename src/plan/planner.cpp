@@ -5,6 +5,7 @@
 #include "api/mask_cache.hpp"
 #include "schedules/flash.hpp"
 #include "schedules/flash_mask.hpp"
+#include "schedules/flash_tile_choice.hpp"
 #include "schedules/small_cache.hpp"
 #include "schedules/sparse_small_cache.hpp"
 
@@ -54,15 +55,19 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
 }
 
 // Dense (mask == nullptr) or block-sparse flash: the same schedule, the mask re-blocked at its
-// tiles (cached in the Mask).
+// tiles (cached in the Mask). A mask's tiles follow the objective (flash_tile_choice.hpp): for
+// time, moving at most max_words (small_cache's words here) unless flash_tiles()' own tiles move
+// more.
 AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                         Pass pass) {
+                         Pass pass, int64_t max_words, TileObjective objective) {
   AlgorithmCost cost;
   const auto masking = mask != nullptr ? schedules::FlashMasking::block_sparse : schedules::FlashMasking::dense;
   cost.min_cache_words = schedules::flash_min_cache_words(shape, pass, masking);
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
-  const auto tiles = schedules::flash_tiles(shape, cache_words, pass, masking);
+  const auto tiles = mask != nullptr
+                         ? schedules::masked_flash_tiles(shape, cache_words, pass, mask->csr(), max_words, objective)
+                         : schedules::flash_tiles(shape, cache_words, pass);
   const auto flash_mask = mask != nullptr ? mask->cache().flash(*mask, tiles, pass) : nullptr;
   const auto words = pass == Pass::forward
                          ? schedules::predict_flash_forward_words(shape, tiles, flash_mask.get())
@@ -115,36 +120,41 @@ struct Costs {
 };
 
 // Both algorithms' predictions at M; mask == nullptr is the dense (full) problem.
-Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, Pass pass) {
+Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, Pass pass,
+               TileObjective objective) {
   if (mask == nullptr) {
-    return {flash_cost(shape, nullptr, cache_words, pass), small_cache_cost(shape, cache_words, pass)};
+    return {flash_cost(shape, nullptr, cache_words, pass, INT64_MAX, objective),
+            small_cache_cost(shape, cache_words, pass)};
   }
-  // A mask's predictions walk its structure: cached in the mask per (d, d_v, M, pass).
-  const detail::MaskCache::CostKey key{shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass)};
+  // A mask's predictions walk its structure: cached in the mask per (d, d_v, M, pass, objective).
+  const detail::MaskCache::CostKey key{shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass),
+                                       static_cast<int>(objective)};
   detail::MaskCache::Costs cached;
   if (mask->cache().find_costs(key, cached)) return {cached.first, cached.second};
-  const Costs costs{flash_cost(shape, mask, cache_words, pass),
-                    masked_small_cache_cost(shape, *mask, cache_words, pass)};
+  Costs costs;
+  costs.small_cache = masked_small_cache_cost(shape, *mask, cache_words, pass);
+  costs.flash = flash_cost(shape, mask, cache_words, pass, schedules::small_cache_words(costs.small_cache), objective);
   mask->cache().store_costs(key, {costs.flash, costs.small_cache});
   return costs;
 }
 
 // flash minus small_cache predicted words at M (both must be feasible there).
 int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                        Pass pass) {
-  const Costs costs = costs_at(shape, mask, cache_words, pass);
+                        Pass pass, TileObjective objective) {
+  const Costs costs = costs_at(shape, mask, cache_words, pass, objective);
   return costs.flash.total() - costs.small_cache.total();
 }
 
 // Every M at which the sign of (flash - small_cache) changes, searching powers of two from the
 // smallest M both run with up to 16 (seqlen x head_dim) for a bracket and then bisecting.
-std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask* mask, Pass pass) {
-  const Costs minimum = costs_at(shape, mask, 1, pass);
+std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask* mask, Pass pass,
+                                   TileObjective objective) {
+  const Costs minimum = costs_at(shape, mask, 1, pass, objective);
   const int64_t low = std::max(minimum.flash.min_cache_words, minimum.small_cache.min_cache_words);
   const int64_t high = 16 * std::max<int64_t>(1, std::max(shape.seqlen_q, shape.seqlen_k) *
                                                      std::max(shape.head_dim, shape.head_dim_v));
   auto sign = [&](int64_t m) {
-    const int64_t diff = cost_difference(shape, mask, m, pass);
+    const int64_t diff = cost_difference(shape, mask, m, pass, objective);
     return diff > 0 ? 1 : (diff < 0 ? -1 : 0);
   };
   std::vector<int64_t> switches;
@@ -182,7 +192,7 @@ std::vector<int64_t> dense_switches(const schedules::HeadShape& shape, Pass pass
     const auto found = table.find(key);
     if (found != table.end()) return found->second;
   }
-  std::vector<int64_t> switches = find_switches(shape, nullptr, pass);  // outside the lock
+  std::vector<int64_t> switches = find_switches(shape, nullptr, pass, TileObjective::words);  // outside the lock
   std::lock_guard<std::mutex> lock(mutex);
   if (table.size() >= 4096) table.clear();  // many distinct shapes: start over rather than grow
   table.emplace(key, switches);
@@ -225,6 +235,16 @@ Algorithm parse_algorithm(const std::string& name) {
 
 const char* pass_name(Pass pass) { return pass == Pass::forward ? "forward" : "backward"; }
 
+const char* tile_objective_name(TileObjective objective) {
+  return objective == TileObjective::words ? "words" : "time";
+}
+
+TileObjective parse_tile_objective(const std::string& name) {
+  if (name == "words") return TileObjective::words;
+  if (name == "time") return TileObjective::time;
+  fail("tile objective: '", name, "' is not one of words, time");
+}
+
 Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
                 Algorithm requested, int64_t num_heads) {
   return plan_attention(shape, Mask::full(std::max<int64_t>(shape.seqlen_q, 0), std::max<int64_t>(shape.seqlen_k, 0)),
@@ -232,7 +252,8 @@ Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
 }
 
 Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
-                    Pass pass, Algorithm requested, int64_t num_heads, bool search_switch) {
+                    Pass pass, Algorithm requested, int64_t num_heads, bool search_switch,
+                    TileObjective objective) {
   if (cache_words < 1) fail("plan: cache size M = ", cache_words, " words must be >= 1");
   if (num_heads < 0) fail("plan: num_heads = ", num_heads, " must be >= 0");
   if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
@@ -255,7 +276,8 @@ Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t c
   plan.num_heads = num_heads;
   plan.cache_words = cache_words;
   plan.requested = requested;
-  const Costs costs = costs_at(head, sparse_mask, cache_words, pass);
+  plan.tile_objective = objective;
+  const Costs costs = costs_at(head, sparse_mask, cache_words, pass, objective);
   plan.flash = costs.flash;
   plan.small_cache = costs.small_cache;
 
@@ -307,7 +329,8 @@ Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t c
                             : 0.0;
   plan.beats_worst_case = plan.masked && plan.ratio_to_bound < 1.0;
   if (search_switch || !plan.masked) {
-    const auto switches = sparse_mask != nullptr ? find_switches(head, sparse_mask, pass) : dense_switches(head, pass);
+    const auto switches =
+        sparse_mask != nullptr ? find_switches(head, sparse_mask, pass, objective) : dense_switches(head, pass);
     plan.switch_cache_words = nearest_switch(switches, cache_words);
     plan.switch_searched = true;
   }
@@ -350,6 +373,9 @@ std::string Plan::to_string() const {
         << " writes\n";
   }
   cost_line("flash", flash);
+  if (masked && tile_objective == TileObjective::time) {
+    out << "    (flash's tiles chosen for time: words + flops / 16, at most small_cache's words)\n";
+  }
   cost_line("small_cache", small_cache);
   char line[256];
   std::snprintf(line, sizeof line,

@@ -81,7 +81,9 @@ int64_t flash_min_cache_words(const HeadShape& shape, Pass pass,
 // that fits next to a 1-row inner tile), both capped at their sequence lengths; when the outer
 // tile is capped, the inner tile grows into the memory left. block_sparse fits the tiles next to
 // the mask's resident index words (same rule, flash_resident_words(..., block_sparse) <= M). This
-// is the only place flash tiles are chosen; they never depend on the mask's own block size.
+// is the rule for every flash run; over a mask, flash_tiles_for_mask() (flash_tile_choice.hpp) may
+// limit each nest's outer tile below it (nest_tiles below). Tiles never depend on the mask's own
+// block size.
 // Throws InvalidArgument when cache_words < flash_min_cache_words(shape, pass, masking), stating
 // the minimum.
 FlashTiles flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
@@ -140,6 +142,21 @@ namespace flash_detail {
 
 // Throws InvalidArgument naming `what` when a tile the pass uses is not positive.
 void check_tiles(const FlashTiles& tiles, Pass pass, const char* what);
+
+// One loop nest's tiles (flash.hpp's table): forward (block_q, block_k), the backward's dQ pass
+// (block_q, block_k) and dK/dV pass (dkdv_block_k, dkdv_block_q), as (outer, inner).
+enum class FlashNest : uint8_t { forward, dq, dkdv };
+struct NestTiles {
+  int64_t outer = 0;
+  int64_t inner = 0;
+};
+// flash_tiles()' choice for one nest with the outer tile at most outer_limit rows (>= 1; a limit
+// at or above flash_tiles()' outer tile changes nothing). Below it, the inner tile is
+// min(16, what fits next to the limited outer tile), at most its sequence length: the memory the
+// limit frees goes no further, so the resident words stay <= M. Used by the mask-aware choice
+// (flash_tile_choice.hpp). Throws InvalidArgument when M is below flash_min_cache_words.
+NestTiles nest_tiles(const HeadShape& shape, int64_t cache_words, FlashNest nest, FlashMasking masking,
+                     int64_t outer_limit);
 
 // The dense counts of flash.hpp's formulas (values only), O(1); throw InvalidArgument on negative
 // shapes or non-positive tiles.

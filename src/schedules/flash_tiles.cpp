@@ -10,6 +10,7 @@
 namespace spattn::schedules {
 namespace {
 
+using flash_detail::NestTiles;
 using flash_detail::num_tiles;
 
 // floor(a / b) for b > 0 (C++ division truncates towards zero).
@@ -72,19 +73,16 @@ Nest dq_nest(const HeadShape& s, FlashMasking m) {
           s.seqlen_q, s.seqlen_k, m == FlashMasking::block_sparse};
 }
 
-struct NestTiles {
-  int64_t outer = 0;
-  int64_t inner = 0;
-};
-
 // The inner tile never exceeds this many rows, nor 1/kInnerFraction of the outer tile: it moves no
 // extra word but takes memory from the outer tile, which sets the I/O. A few rows keep the inner
 // loops matrix-matrix shaped (and the forward's online-softmax rescaling rare).
 constexpr int64_t kMaxInnerRows = 16;
 constexpr int64_t kInnerFraction = 16;
 
-// Precondition: cache_words >= nest.resident(1, 1).
-NestTiles choose(const Nest& nest, int64_t cache_words) {
+// Precondition: cache_words >= nest.resident(1, 1). outer_limit caps the outer tile below what M
+// allows (flash_tile_choice.hpp); then the inner tile takes up to kMaxInnerRows of the memory left
+// (never more: in a masked run a larger inner tile covers more pairs outside the mask).
+NestTiles choose(const Nest& nest, int64_t cache_words, int64_t outer_limit) {
   const int64_t outer_cap = std::max<int64_t>(nest.outer_rows, 1);
   const int64_t inner_cap = std::max<int64_t>(nest.inner_rows, 1);
   const int64_t outer_1 = nest.outer_fit(cache_words, 1);
@@ -97,7 +95,21 @@ NestTiles choose(const Nest& nest, int64_t cache_words) {
     // changes, the loops get coarser).
     tiles.inner = std::max(tiles.inner, std::min(nest.inner_fit(cache_words, tiles.outer), inner_cap));
   }
+  if (outer_limit < tiles.outer && outer_limit >= 1) {
+    tiles.outer = outer_limit;
+    tiles.inner = std::clamp<int64_t>(std::min(kMaxInnerRows, nest.inner_fit(cache_words, outer_limit)), 1,
+                                      inner_cap);
+  }
   return tiles;
+}
+
+Nest nest_of(const HeadShape& s, flash_detail::FlashNest nest, FlashMasking m) {
+  switch (nest) {
+    case flash_detail::FlashNest::forward: return forward_nest(s, m);
+    case flash_detail::FlashNest::dq: return dq_nest(s, m);
+    case flash_detail::FlashNest::dkdv: return dkdv_nest(s, m);
+  }
+  return forward_nest(s, m);
 }
 
 void check_shape(const HeadShape& shape, const char* what) {
@@ -115,6 +127,16 @@ void check_tile(const char* what, const char* name, int64_t rows) {
 
 
 namespace flash_detail {
+NestTiles nest_tiles(const HeadShape& shape, int64_t cache_words, FlashNest nest, FlashMasking masking,
+                     int64_t outer_limit) {
+  const Pass pass = nest == FlashNest::forward ? Pass::forward : Pass::backward;
+  if (cache_words < flash_min_cache_words(shape, pass, masking)) {
+    fail("nest_tiles: M = ", cache_words, " words is below the minimum ",
+         flash_min_cache_words(shape, pass, masking));
+  }
+  return choose(nest_of(shape, nest, masking), cache_words, outer_limit);
+}
+
 void check_tiles(const FlashTiles& tiles, Pass pass, const char* what) {
   check_tile(what, "block_q", tiles.block_q);
   check_tile(what, "block_k", tiles.block_k);
@@ -158,15 +180,16 @@ FlashTiles flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
          " (1 x 1 tiles of the dK/dV pass hold K, V, dK, dV | Q, dO, LSE, D | P: 3 d + 3 d_v + 3 "
          "words", mask_words, ")");
   }
+  constexpr int64_t kNoLimit = INT64_MAX;
   FlashTiles tiles;
   if (pass == Pass::forward) {
-    const NestTiles t = choose(forward_nest(shape, masking), cache_words);
+    const NestTiles t = choose(forward_nest(shape, masking), cache_words, kNoLimit);
     tiles.block_q = t.outer;
     tiles.block_k = t.inner;
     return tiles;
   }
-  const NestTiles kv = choose(dkdv_nest(shape, masking), cache_words);
-  const NestTiles q = choose(dq_nest(shape, masking), cache_words);
+  const NestTiles kv = choose(dkdv_nest(shape, masking), cache_words, kNoLimit);
+  const NestTiles q = choose(dq_nest(shape, masking), cache_words, kNoLimit);
   tiles.block_q = q.outer;
   tiles.block_k = q.inner;
   tiles.dkdv_block_k = kv.outer;
