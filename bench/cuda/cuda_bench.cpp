@@ -39,6 +39,21 @@ struct Args {
   std::vector<std::pair<std::string, std::string>> masks;
 };
 
+// A whole number >= 1, or an error naming the flag and the value.
+int64_t positive(const std::string& key, const std::string& value) {
+  size_t used = 0;
+  int64_t parsed = 0;
+  try {
+    parsed = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || parsed < 1) {
+    throw std::invalid_argument(key + " takes a whole number >= 1, got '" + value + "'");
+  }
+  return parsed;
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -46,13 +61,18 @@ Args parse(int argc, char** argv) {
     if (i + 1 >= argc) throw std::invalid_argument("missing value after " + key);
     const std::string value = argv[++i];
     if (key == "--out") a.out = value;
-    else if (key == "--n") a.n = std::stoll(value);
-    else if (key == "--d") a.d = std::stoll(value);
-    else if (key == "--heads") a.heads = std::stoll(value);
-    else if (key == "--reps") a.reps = std::stoll(value);
+    else if (key == "--n") a.n = positive(key, value);
+    else if (key == "--d") a.d = positive(key, value);
+    else if (key == "--heads") a.heads = positive(key, value);
+    else if (key == "--reps") a.reps = positive(key, value);
     else if (key == "--dtype") a.dtype = value;
     else if (key == "--dump") a.dump = value;
-    else if (key == "--algorithm") a.algorithm = value == "small_cache" ? cu::CudaAlgorithm::small_cache : cu::CudaAlgorithm::flash;
+    else if (key == "--algorithm") {
+      if (value != "flash" && value != "small_cache") {
+        throw std::invalid_argument("--algorithm takes flash or small_cache, got '" + value + "'");
+      }
+      a.algorithm = value == "small_cache" ? cu::CudaAlgorithm::small_cache : cu::CudaAlgorithm::flash;
+    }
     else if (key == "--mask") {
       const auto eq = value.find('=');
       if (eq == std::string::npos) throw std::invalid_argument("--mask takes NAME=SPEC, got " + value);
