@@ -201,7 +201,9 @@ std::vector<int64_t> caches_for(Algorithm algorithm, const HeadShape& shape, boo
     return {both, both * 6};
   }
   // Tiny M: 1-wide chunks of the head dimension (every CSR load searches its rows); then wider.
-  return {full ? 5 : 10, 40, 300};
+  const int64_t sparse_minimum = std::max(sparse_small_cache_min_cache_words(Pass::forward),
+                                          sparse_small_cache_min_cache_words(Pass::backward));
+  return {full ? 5 : sparse_minimum, 40, 300};
 }
 
 void check_case(const HeadShape& shape, const std::string& spec, double density) {

@@ -158,13 +158,14 @@ TEST(SparseSmallCacheIo, HandCountedForward) {
   EXPECT_EQ(io.indices.writes, 0);
   EXPECT_EQ(io.values.reads, (4 + 6 + 3) + (3 + 3 + 2));
   EXPECT_EQ(io.values.writes, (6 + 2) + 2);
-  // Fast memory: block_rows (chunk + 3 + 2) + 1 + block_cols (chunk + 1) + 1 = 6 + 1 + 2 + 1.
-  EXPECT_EQ(sparse_small_cache_fast_words(tiles), 10);
-  EXPECT_EQ(sparse_small_cache_min_cache_words(Pass::forward), 10);
-  EXPECT_EQ(sparse_small_cache_min_cache_words(Pass::backward), 10);
+  // Fast memory: block_rows (chunk + 4 + 2) + 1 + block_cols (chunk + 1) + 1 = 7 + 1 + 2 + 1
+  // (4 index words per row: row pointer, cursor, next column, queue slot).
+  EXPECT_EQ(sparse_small_cache_fast_words(tiles), 11);
+  EXPECT_EQ(sparse_small_cache_min_cache_words(Pass::forward), 11);
+  EXPECT_EQ(sparse_small_cache_min_cache_words(Pass::backward), 11);
   std::vector<float> q(4, 0.5f), k(6, 0.25f), v(3, 1.0f), o(2), lse(2);
   Ledger ledger;
-  FastMemory fast(10, &ledger, "hand");
+  FastMemory fast(11, &ledger, "hand");
   sparse_small_cache_forward(
       fast,
       {SlowMatrix<const float>::dense(q.data(), 2, 2),
@@ -173,7 +174,7 @@ TEST(SparseSmallCacheIo, HandCountedForward) {
        SlowMatrix<float>::dense(lse.data(), 2, 1), 1.0f},
       mask, tiles);
   expect_equal(ledger, io);
-  EXPECT_EQ(ledger.peak_resident(), 10);
+  EXPECT_EQ(ledger.peak_resident(), 11);
   EXPECT_NEAR(o[0], 1.0f, 1e-6f);  // two equal scores: P = 1/2 each, V = 1
   EXPECT_EQ(o[1], 1.0f);           // one entry: P = 1
 }
@@ -186,7 +187,7 @@ TEST(SparseSmallCacheIo, CountedEqualsPredictedOverThePatternLibrary) {
     const int64_t n = info.name == "documents" ? 600 : kSanitized ? 61 : 257;
     const SparseSmallCacheMask mask = prepare(
         sparse_formats::make_pattern(sparse_formats::parse_pattern_spec(info.example), n, n));
-    for (int64_t cache_words : {10, 64, 1000, 20000}) {
+    for (int64_t cache_words : {11, 64, 1000, 20000}) {
       if (kSanitized && (cache_words == 64 || cache_words == 20000)) continue;
       check_counts(HeadShape{n, n, 16, 16}, mask, cache_words);
     }
@@ -210,9 +211,9 @@ TEST(SparseSmallCacheIo, CountedEqualsPredictedOnStructuredRandomAndEdgeMasks) {
     for (const HeadShape& shape : shapes) {
       const SparseSmallCacheMask mask = prepare(sparse_formats::make_pattern(
           sparse_formats::parse_pattern_spec(text), shape.seqlen_q, shape.seqlen_k));
-      for (int64_t cache_words : {10, 11, 17, 50, 333, 4096, 100000}) {
-        if (kSanitized && cache_words != 10 && cache_words != 4096) continue;
-        if (kSanitized && cache_words == 10 && shape.seqlen_q * shape.seqlen_k > 4000) continue;
+      for (int64_t cache_words : {11, 12, 17, 50, 333, 4096, 100000}) {
+        if (kSanitized && cache_words != 11 && cache_words != 4096) continue;
+        if (kSanitized && cache_words == 11 && shape.seqlen_q * shape.seqlen_k > 4000) continue;
         check_counts(shape, mask, cache_words);
       }
     }
@@ -222,7 +223,7 @@ TEST(SparseSmallCacheIo, CountedEqualsPredictedOnStructuredRandomAndEdgeMasks) {
                                  HeadShape{0, 6, 4, 3}, HeadShape{0, 0, 2, 2}}) {
     const SparseSmallCacheMask mask =
         prepare(CsrPattern<int32_t>::empty(shape.seqlen_q, shape.seqlen_k));
-    for (int64_t cache_words : {10, 100}) check_counts(shape, mask, cache_words);
+    for (int64_t cache_words : {11, 100}) check_counts(shape, mask, cache_words);
   }
 }
 

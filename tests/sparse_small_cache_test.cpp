@@ -213,7 +213,7 @@ TEST(SparseSmallCache, MatchesTheReferenceOnStructuredMasksAtSmallScale) {
       const CsrPattern<int32_t> mask = sparse_formats::make_pattern(spec, m, n);
       check_mask(
           HeadShape{m, n, 16, 12}, mask,
-          kSanitized ? std::vector<int64_t>{10, 900} : std::vector<int64_t>{10, 64, 900, 40000});
+          kSanitized ? std::vector<int64_t>{11, 900} : std::vector<int64_t>{11, 64, 900, 40000});
     }
   }
 }
@@ -250,7 +250,7 @@ TEST(SparseSmallCache, MatchesTheReferenceOverSequenceLengths) {
 TEST(SparseSmallCache, ValueHeadDimDifferentFromQueryHeadDim) {
   for (const HeadShape shape : {HeadShape{97, 61, 8, 24}, HeadShape{33, 70, 64, 5}}) {
     const auto mask = sparse_formats::random_pattern(shape.seqlen_q, shape.seqlen_k, 0.2, 4);
-    check_mask(shape, mask, {10, 40, 700, 20000});
+    check_mask(shape, mask, {11, 40, 700, 20000});
   }
 }
 
@@ -264,7 +264,7 @@ TEST(SparseSmallCache, EmptyRowsGiveZeroOutputMinusInfinityLseAndNoGradient) {
     mask.row_ptr[i + 1] = static_cast<int32_t>(mask.col_idx.size());
   }
   const HeadShape shape{10, 8, 4, 3};
-  for (int64_t cache_words : {10, 30, 500}) {
+  for (int64_t cache_words : {11, 30, 500}) {
     const SparseSmallCacheMask prepared = prepare(mask);
     const Problem p =
         check_against_reference(shape, prepared, cache_words, reference_of(Problem(shape), mask));
@@ -288,8 +288,8 @@ TEST(SparseSmallCache, EmptyMaskGivesZerosAndMinusInfinity) {
     const auto mask = CsrPattern<int32_t>::empty(shape.seqlen_q, shape.seqlen_k);
     const SparseSmallCacheMask prepared = prepare(mask);
     Problem p(shape);
-    run_forward(p, prepared, 10, nullptr);
-    run_backward(p, prepared, 10, nullptr);
+    run_forward(p, prepared, 11, nullptr);
+    run_backward(p, prepared, 11, nullptr);
     const auto m = static_cast<size_t>(shape.seqlen_q), n = static_cast<size_t>(shape.seqlen_k);
     EXPECT_EQ(p.lse, std::vector<float>(m, -std::numeric_limits<float>::infinity()));
     EXPECT_EQ(p.o, std::vector<float>(m * 3, 0.0f));
@@ -337,7 +337,7 @@ TEST(SparseSmallCache, NativeRunIsBitIdenticalToCountedRun) {
   for (const HeadShape shape : {HeadShape{97, 45, 16, 16}, HeadShape{7, 257, 8, 3}}) {
     const auto mask = sparse_formats::random_pattern(shape.seqlen_q, shape.seqlen_k, 0.15, 9);
     const SparseSmallCacheMask prepared = prepare(mask);
-    for (int64_t cache_words : {10, 90, 5000}) {
+    for (int64_t cache_words : {11, 90, 5000}) {
       Problem counted(shape), native(shape);
       Ledger ledger;
       run_forward(counted, prepared, cache_words, &ledger);
@@ -357,15 +357,15 @@ TEST(SparseSmallCache, NativeRunIsBitIdenticalToCountedRun) {
 TEST(SparseSmallCache, CacheBelowTheMinimumIsRejectedStatingIt) {
   const auto mask = prepare(sparse_formats::random_pattern(8, 8, 0.5, 1));
   const HeadShape shape{8, 8, 4, 4};
-  EXPECT_EQ(sparse_small_cache_min_cache_words(Pass::forward), 10);
-  EXPECT_EQ(sparse_small_cache_min_cache_words(Pass::backward), 10);
+  EXPECT_EQ(sparse_small_cache_min_cache_words(Pass::forward), 11);
+  EXPECT_EQ(sparse_small_cache_min_cache_words(Pass::backward), 11);
   EXPECT_TRUE(contains(message_of<spattn::InvalidArgument>(
-                           [&] { sparse_small_cache_tiles(shape, mask, 9, Pass::forward); }),
-                       "sparse_small_cache_tiles: fast memory M = 9 words is below the minimum "
-                       "of 10 words for the sparse small-cache forward"));
+                           [&] { sparse_small_cache_tiles(shape, mask, 10, Pass::forward); }),
+                       "sparse_small_cache_tiles: fast memory M = 10 words is below the minimum "
+                       "of 11 words for the sparse small-cache forward"));
   EXPECT_TRUE(contains(message_of<spattn::InvalidArgument>(
                            [&] { sparse_small_cache_tiles(shape, mask, 3, Pass::backward); }),
-                       "below the minimum of 10 words for the sparse small-cache backward"));
+                       "below the minimum of 11 words for the sparse small-cache backward"));
   EXPECT_TRUE(contains(message_of<spattn::InvalidArgument>([&] {
                          sparse_small_cache_tiles(HeadShape{8, 8, -1, 4}, mask, 100, Pass::forward);
                        }),

@@ -186,8 +186,12 @@ struct SweepTraits {
   int64_t entry_words;  // per-entry scratch: the value, + P (dS), + position (transposed)
 };
 SweepTraits sweep_traits(Sweep sweep);
-// Fast memory of one sweep: block_rows (chunk + 3 + row_words) + 1 (row pointers, cursors, next
-// columns, statistics, panel) + block_cols (chunk + 1) (B rows and their markers) + entry_words.
+// Index words the walk keeps per row of the block (sparse_small_cache_walk.hpp): its row pointer,
+// cursor, next column and queue slot.
+inline constexpr int64_t kRowIndexWords = 4;
+// Fast memory of one sweep: block_rows (chunk + kRowIndexWords + row_words) + 1 (row pointers,
+// cursors, next columns, queue, statistics, panel) + block_cols (chunk + 1) (B rows and their
+// markers) + entry_words.
 int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles);
 // The exact words one sweep moves, with w its dense width (d or e). Zero for an SpMM with w = 0.
 SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,

@@ -103,7 +103,7 @@ SweepTraits sweep_traits(Sweep sweep) {
 
 int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles) {
   const SweepTraits traits = sweep_traits(sweep);
-  return tiles.block_rows * (tiles.chunk + 3 + traits.row_words) + 1 +
+  return tiles.block_rows * (tiles.chunk + kRowIndexWords + traits.row_words) + 1 +
          tiles.block_cols * (tiles.chunk + 1) + traits.entry_words;
 }
 
@@ -190,7 +190,7 @@ SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseM
     const int64_t chunk = ceil_div(w, count);  // the narrowest chunk giving `count` chunks
     if (chunk == previous_chunk) continue;
     previous_chunk = chunk;
-    const int64_t per_row = chunk + 3 + traits.row_words;
+    const int64_t per_row = chunk + kRowIndexWords + traits.row_words;
     const int64_t fixed = 1 + traits.entry_words + (chunk + 1);  // with a 1-column window
     if (cache_words < fixed + per_row) continue;
     // Row blocks: the largest that fits; as many blocks, evenly sized (a short last block

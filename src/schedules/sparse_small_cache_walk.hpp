@@ -7,10 +7,14 @@
 //   next    (rows)      the column (row, when transposed) of that entry, already loaded: the word
 //                       that ends a row's run in one window opens its run in the next, so every
 //                       index word is loaded exactly once per walk
+//   queue   (rows)      the rows with entries left, a binary min-heap on (next column, row), for
+//                       sparse blocks (Order below)
 //   marker  (block_cols) per window column, the window that last loaded its B row
 //   position (1)        transposed walks only: the CSR position of the current entry
 // A walk visits the block's entries in column order, one window of block_cols columns at a time
-// (starting at the smallest next column, so empty stretches are skipped), each window row by row.
+// (starting at the smallest next column, so empty stretches are skipped), each window row by row
+// (each row's entries in the window, then the next row's).
+// How a window finds its rows (a scan of the block or the queue) changes the speed only.
 #pragma once
 
 #include "schedules/head_problem.hpp"
@@ -43,6 +47,7 @@ class BlockWalker {
         bounds_(fast.allocate<int64_t>(block_rows + 1, "sparse_small_cache row pointers")),
         cursor_(fast.allocate<int64_t>(block_rows, "sparse_small_cache cursors")),
         next_(fast.allocate<int64_t>(block_rows, "sparse_small_cache next columns")),
+        queue_(fast.allocate<int64_t>(block_rows, "sparse_small_cache row queue")),
         marker_(fast.allocate<int64_t>(block_cols, "sparse_small_cache window markers")),
         position_(fast.allocate<int64_t>(structure.transposed ? 1 : 0,
                                          "sparse_small_cache entry position")) {}
@@ -58,43 +63,112 @@ class BlockWalker {
   bool nonempty(int64_t r) const { return bounds_[r] < bounds_[r + 1]; }
   int64_t block_nnz() const { return bounds_[rows_] - bounds_[0]; }
 
+  // How a walk finds each window's rows. Both visit the same windows and, in each, every row's
+  // entries in column order, so they move the same words and compute the same bits (every hook
+  // works per row); a window's rows come in row order (scan) or in (next column, row) order
+  // (queue: the same when the window is one column wide, the usual tile). They differ in speed.
+  // scan: every row of the block per window, O(rows x windows), sequential (fast when most rows
+  // have an entry in most windows). queue: the rows with entries left in a min-heap on (next
+  // column, row), O((rows + entries) log rows) random accesses (fast on sparse blocks, where the
+  // scan was about n^2 per chunk on a uniform random mask).
+  enum class Order { automatic, scan, queue };
+
   // One walk over the block's entries. touch(col, slot) the first time a window touches a column
   // (slot = col - window start < block_cols); entry(r, slot, position) for each entry, r the row
   // in the block, position its index in the CSR value arrays.
   template <typename Touch, typename Entry>
-  void walk(io::FastMemory& fast, Touch&& touch, Entry&& entry) {
+  void walk(io::FastMemory& fast, Touch&& touch, Entry&& entry, Order order = Order::automatic) {
     if (rows_ == 0) return;
     for (int64_t r = 0; r < rows_; ++r) {
       cursor_[r] = bounds_[r];
       peek(fast, r);
     }
-    while (true) {
-      const int64_t window_begin = *std::min_element(next_.data(), next_.data() + rows_);
-      if (window_begin >= s_.num_cols) break;
-      const int64_t window_end = std::min(window_begin + block_cols_, s_.num_cols);
-      ++window_;
-      for (int64_t r = 0; r < rows_; ++r) {
-        while (next_[r] < window_end) {
-          const int64_t slot = next_[r] - window_begin;
-          if (marker_[slot] != window_) {
-            marker_[slot] = window_;
-            touch(next_[r], slot);
-          }
-          int64_t position = cursor_[r];
-          if (s_.transposed) {
-            fast.load(io::Operand::mask, s_.position, cursor_[r], 0, 1, 1, position_, 0, 1,
-                      io::WordKind::index);
-            position = position_[0];
-          }
-          entry(r, slot, position);
-          ++cursor_[r];
-          peek(fast, r);
-        }
-      }
+    if (order == Order::automatic) order = preferred_order();
+    if (!queue_fits()) order = Order::scan;
+    if (order == Order::scan) {
+      scan_walk(fast, touch, entry);
+    } else {
+      queue_walk(fast, touch, entry);
     }
   }
 
  private:
+  // The cheaper order for this block, from the cost estimates above: the scan reads rows words
+  // per window, at most min(entries, columns / block_cols) windows (each holds an entry; the
+  // next starts past its end); the queue does about kQueueCost word accesses per heap level for
+  // each entry and row (measured: docs/sparse_small_cache.md section 8).
+  static constexpr int64_t kQueueCost = 8;
+  Order preferred_order() const {
+    const int64_t entries = block_nnz();
+    const int64_t windows = std::min(entries, (s_.num_cols + block_cols_ - 1) / block_cols_);
+    int64_t levels = 1;
+    while ((int64_t{1} << levels) <= rows_) ++levels;
+    return kQueueCost * (entries + rows_) * levels < windows * rows_ ? Order::queue : Order::scan;
+  }
+
+  // Row r's entries in [window_begin, window_end), in column order.
+  template <typename Touch, typename Entry>
+  void visit_row(io::FastMemory& fast, int64_t r, int64_t window_begin, int64_t window_end, Touch& touch,
+                 Entry& entry) {
+    while (next_[r] < window_end) {
+      const int64_t slot = next_[r] - window_begin;
+      if (marker_[slot] != window_) {
+        marker_[slot] = window_;
+        touch(next_[r], slot);
+      }
+      int64_t position = cursor_[r];
+      if (s_.transposed) {
+        fast.load(io::Operand::mask, s_.position, cursor_[r], 0, 1, 1, position_, 0, 1, io::WordKind::index);
+        position = position_[0];
+      }
+      entry(r, slot, position);
+      ++cursor_[r];
+      peek(fast, r);
+    }
+  }
+
+  // Every row per window; the next window starts at the smallest next column, found on the way.
+  template <typename Touch, typename Entry>
+  void scan_walk(io::FastMemory& fast, Touch& touch, Entry& entry) {
+    int64_t window_begin = *std::min_element(next_.data(), next_.data() + rows_);
+    while (window_begin < s_.num_cols) {
+      const int64_t window_end = std::min(window_begin + block_cols_, s_.num_cols);
+      ++window_;
+      int64_t following = s_.num_cols;
+      for (int64_t r = 0; r < rows_; ++r) {
+        visit_row(fast, r, window_begin, window_end, touch, entry);
+        following = std::min(following, next_[r]);
+      }
+      window_begin = following;
+    }
+  }
+
+  // The rows with entries left in a heap on (next column, row), each held as one key word
+  // (next column << 32 | row: one integer compare orders them); the window's rows come off its
+  // top in that order (row order when a window is one column wide, the usual tile) and go back
+  // further down, or out once they have no entries left.
+  template <typename Touch, typename Entry>
+  void queue_walk(io::FastMemory& fast, Touch& touch, Entry& entry) {
+    queued_ = 0;
+    for (int64_t r = 0; r < rows_; ++r) {
+      if (next_[r] < s_.num_cols) push(queue_key(r));
+    }
+    while (queued_ > 0) {
+      const int64_t window_begin = queue_[0] >> 32;
+      const int64_t window_end = std::min(window_begin + block_cols_, s_.num_cols);
+      ++window_;
+      while (queued_ > 0 && (queue_[0] >> 32) < window_end) {
+        const int64_t r = queue_[0] & 0xffffffff;
+        visit_row(fast, r, window_begin, window_end, touch, entry);
+        sift_down(next_[r] < s_.num_cols ? queue_key(r) : queue_[--queued_]);
+      }
+    }
+  }
+
+  int64_t queue_key(int64_t r) const { return next_[r] << 32 | r; }
+  // The queue's keys fit in a word: columns below 2^31, rows below 2^32 (else the walk scans).
+  bool queue_fits() const { return s_.num_cols < (int64_t{1} << 31) && rows_ < (int64_t{1} << 32); }
+
   // next_[r] = the column of row r's entry at its cursor (one index word), or num_cols past its
   // end.
   void peek(io::FastMemory& fast, int64_t r) {
@@ -105,6 +179,31 @@ class BlockWalker {
     }
   }
 
+  void push(int64_t key) {
+    int64_t i = queued_++;
+    while (i > 0) {
+      const int64_t parent = (i - 1) / 2;
+      if (queue_[parent] <= key) break;
+      queue_[i] = queue_[parent];
+      i = parent;
+    }
+    queue_[i] = key;
+  }
+
+  // Puts key in place of the top one (the heap keeps queued_ keys).
+  void sift_down(int64_t key) {
+    int64_t i = 0;
+    while (true) {
+      int64_t child = 2 * i + 1;
+      if (child >= queued_) break;
+      if (child + 1 < queued_ && queue_[child + 1] < queue_[child]) ++child;
+      if (key <= queue_[child]) break;
+      queue_[i] = queue_[child];
+      i = child;
+    }
+    if (queued_ > 0) queue_[i] = key;
+  }
+
   WalkStructure s_;
   int64_t block_cols_;
   int64_t row0_ = 0;
@@ -113,6 +212,8 @@ class BlockWalker {
   io::FastBuffer<int64_t> bounds_;
   io::FastBuffer<int64_t> cursor_;
   io::FastBuffer<int64_t> next_;
+  io::FastBuffer<int64_t> queue_;
+  int64_t queued_ = 0;  // keys in the heap, queue_[0, queued_)
   io::FastBuffer<int64_t> marker_;
   io::FastBuffer<int64_t> position_;
 };
