@@ -32,7 +32,7 @@ struct AttentionCommand {
   std::string algorithm = "reference";
   std::string out_dtype = "float32";
   int64_t cache_words = 0;
-  std::string tile_objective = "time";
+  std::string objective = "time";
   bool io = false;
 };
 
@@ -92,7 +92,7 @@ spattn::AttentionOptions api_options(const AttentionCommand& options, double sca
   api.algorithm = parse_algorithm(options.algorithm);
   api.scale = scale;
   api.cache_words = options.cache_words;
-  api.tile_objective = spattn::parse_tile_objective(options.tile_objective);
+  api.objective = spattn::parse_plan_objective(options.objective);
   return api;
 }
 
@@ -273,8 +273,8 @@ void register_attention(CLI::App& app) {
                   "Fast-memory size M in words for flash / small_cache / auto "
                   "(0: 4 x this machine's L1d, at most L2 / 2)")
       ->check(at_least(0))->capture_default_str();
-  cmd->add_option("--tile-objective", options->tile_objective,
-                  "What flash's tiles minimize over a mask: time (words + flops) or words")
+  cmd->add_option("--objective", options->objective,
+                  "What the plan minimizes over a mask: time (flash's tiles and auto's choice priced for speed) or words")
       ->check(CLI::IsMember({"time", "words"}))->capture_default_str();
   cmd->add_flag("--io", options->io, "Print the plan and the counted I/O ledger (per operand, peak resident)");
   cmd->add_option("--out-dtype", options->out_dtype, "dtype of the written .npy files")

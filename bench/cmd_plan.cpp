@@ -38,7 +38,7 @@ struct ShapeFlags {
   std::string mask = "full";
   bool search_switch = false;
   std::array<std::string, 3> inputs;  // --q, --k, --v: sparse inputs (.mtx), each optional
-  std::string tile_objective = "words";
+  std::string objective = "words";
   std::string device = "cpu";
   std::string dtype = "fp32";
   int64_t shared_memory_bytes = 0;  // --device cuda: 0 = the current GPU's
@@ -227,8 +227,8 @@ void register_plan(CLI::App& app) {
   add_input_flags(plan, *flags);
   plan->add_flag("--switch", flags->search_switch,
                  "Search the M at which the choice changes (always done for the full mask)");
-  plan->add_option("--tile-objective", flags->tile_objective,
-                   "What flash's tiles minimize over a mask: words (the I/O study) or time (the API's default)")
+  plan->add_option("--objective", flags->objective,
+                   "What the plan minimizes over a mask: words (the I/O study) or time (the API's default: flash's tiles and auto's choice priced for speed)")
       ->check(CLI::IsMember({"words", "time"}))->capture_default_str();
   plan->add_option("--device", flags->device, "cpu (the planner's words) or cuda (the CUDA backend's kernels and tiles)")
       ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
@@ -250,7 +250,7 @@ void register_plan(CLI::App& app) {
       return;
     }
     if (files.any()) {
-      if (flags->tile_objective != "words") throw UsageError("--tile-objective: sparse inputs are planned for words");
+      if (flags->objective != "words") throw UsageError("--objective: sparse inputs are planned for words");
       if (flags->heads != 1) throw UsageError("--heads: sparse inputs (--q/--k/--v) are one head");
       if (flags->search_switch) std::cout << "note: --switch is not searched with sparse inputs\n";
       for (Pass pass : passes(flags->pass)) {
@@ -261,7 +261,7 @@ void register_plan(CLI::App& app) {
     }
     for (Pass pass : passes(flags->pass)) {
       std::cout << plan_attention(shape, mask, flags->cache_words, pass, parse_algorithm(flags->algorithm),
-                                  flags->heads, flags->search_switch, parse_tile_objective(flags->tile_objective))
+                                  flags->heads, flags->search_switch, parse_plan_objective(flags->objective))
                        .to_string();
     }
   });

@@ -128,7 +128,7 @@ void run_counted(Row& row, const Problem& problem, const Mask& mask, const RowRe
   AttentionOptions options;
   options.algorithm = request.requested;
   options.cache_words = request.cache_words;
-  options.tile_objective = TileObjective::words;  // the I/O study: the fewest words, as planned above
+  options.objective = PlanObjective::words;  // the I/O study: the fewest words, as planned above
   io::Ledger forward_ledger, backward_ledger;
   options.ledger = forward ? &forward_ledger : nullptr;  // a backward-only row runs the forward natively
   start = std::chrono::steady_clock::now();

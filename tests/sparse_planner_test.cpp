@@ -158,11 +158,11 @@ TEST(SparsePlanner, BandMasksGetSmallerFlashTilesAndAutoStillRunsFlash) {
     for (const Pass pass : {Pass::forward, Pass::backward}) {
       SCOPED_TRACE("w " + std::to_string(w) + ", d " + std::to_string(d) + ", " + spattn::pass_name(pass));
       const auto plan = spattn::plan_attention({n, n, d, d}, window, m, pass, Algorithm::automatic, 1, false,
-                                               spattn::TileObjective::time);
-      EXPECT_EQ(plan.tile_objective, spattn::TileObjective::time);
+                                               spattn::PlanObjective::time);
+      EXPECT_EQ(plan.objective, spattn::PlanObjective::time);
       EXPECT_EQ(plan.algorithm, Algorithm::flash);
       const auto fewest_words = spattn::plan_attention({n, n, d, d}, window, m, pass);
-      EXPECT_EQ(fewest_words.tile_objective, spattn::TileObjective::words);
+      EXPECT_EQ(fewest_words.objective, spattn::PlanObjective::words);
       EXPECT_EQ(fewest_words.algorithm, Algorithm::flash);
       EXPECT_LT(fewest_words.flash.total(), plan.flash.total());
       EXPECT_LE(plan.flash.total(), plan.small_cache.total());
@@ -189,16 +189,74 @@ TEST(SparsePlanner, BandMasksGetSmallerFlashTilesAndAutoStillRunsFlash) {
   }
 }
 
+// Auto's choice, by hand: words picks the fewer words (flash on a tie); time over a mask weighs
+// small_cache's words by 5 / 2 (flash on a tie); the dense problem is chosen by words under both;
+// an infeasible algorithm is never chosen.
+TEST(SparsePlanner, AutoChoosesByWordsOrWeighsTheSparseSmallCacheForTime) {
+  auto cost = [](int64_t words, bool feasible = true) {
+    spattn::AlgorithmCost c;
+    c.feasible = feasible;
+    c.reads = words;
+    return c;
+  };
+  using spattn::choose_algorithm;
+  using spattn::PlanObjective;
+  EXPECT_EQ(choose_algorithm(cost(100), cost(100), true, PlanObjective::words), Algorithm::flash);
+  EXPECT_EQ(choose_algorithm(cost(101), cost(100), true, PlanObjective::words), Algorithm::small_cache);
+  EXPECT_EQ(choose_algorithm(cost(250), cost(100), true, PlanObjective::time), Algorithm::flash);
+  EXPECT_EQ(choose_algorithm(cost(251), cost(100), true, PlanObjective::time), Algorithm::small_cache);
+  EXPECT_EQ(choose_algorithm(cost(101), cost(100), false, PlanObjective::time), Algorithm::small_cache);
+  EXPECT_EQ(choose_algorithm(cost(1), cost(1000, false), true, PlanObjective::words), Algorithm::flash);
+  EXPECT_EQ(choose_algorithm(cost(1, false), cost(1000), true, PlanObjective::time), Algorithm::small_cache);
+}
+
+// The rule on uniform random masks at the default M of the bench (docs/results.md section 4):
+// density 0.05, where flash moves 1.1x to 1.2x small_cache's words but runs 2x to 5x faster,
+// words picks small_cache and time flash; density 0.002 at d 128, flash 3.5x the words and about
+// 2x slower, both pick small_cache.
+TEST(SparsePlanner, TimeObjectiveRunsFlashOnRandomMasksUnlessItMovesFarMoreWords) {
+  const int64_t n = 1024, m = 49152;
+  for (const auto& [density, d, time_choice] :
+       {std::tuple<double, int64_t, Algorithm>{0.05, 64, Algorithm::flash}, {0.002, 128, Algorithm::small_cache}}) {
+    const Mask mask = Mask::from_spec("random:p=" + std::to_string(density) + ",seed=1", n, n);
+    for (const Pass pass : {Pass::forward, Pass::backward}) {
+      SCOPED_TRACE("density " + std::to_string(density) + ", " + spattn::pass_name(pass));
+      const auto words = spattn::plan_attention({n, n, d, d}, mask, m, pass);
+      const auto time = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1, false,
+                                               spattn::PlanObjective::time);
+      EXPECT_EQ(words.algorithm, Algorithm::small_cache);
+      EXPECT_EQ(time.algorithm, time_choice);
+      const double ratio = static_cast<double>(time.flash.total()) / static_cast<double>(time.small_cache.total());
+      EXPECT_EQ(time_choice == Algorithm::flash, ratio <= 2.5) << ratio;
+      EXPECT_NE(time.to_string().find("chosen for time"), std::string::npos);
+    }
+  }
+  // Each objective's switch is where its own choice changes.
+  const Mask mask = Mask::from_spec("random:p=0.01,seed=1", n, n);
+  const spattn::bounds::DenseShape shape{n, n, 128, 128};
+  int64_t found = 0;
+  for (const auto objective : {spattn::PlanObjective::words, spattn::PlanObjective::time}) {
+    SCOPED_TRACE(spattn::plan_objective_name(objective));
+    const auto plan = spattn::plan_attention(shape, mask, 4096, Pass::backward, Algorithm::automatic, 1, true, objective);
+    if (plan.switch_cache_words == 0) continue;
+    ++found;
+    const int64_t at = plan.switch_cache_words;
+    EXPECT_NE(spattn::plan_attention(shape, mask, at - 1, Pass::backward, Algorithm::automatic, 1, false, objective).algorithm,
+              spattn::plan_attention(shape, mask, at, Pass::backward, Algorithm::automatic, 1, false, objective).algorithm);
+  }
+  EXPECT_EQ(found, 2);
+}
+
 // Through the API, for both tile objectives (time: tiles the mask asks for, the API's default;
 // words): the ledger equals the plan word for word and the results match the fp64 reference (odd
 // sizes; M leaves room for flash_tiles()' larger tiles).
 TEST(SparsePlanner, MaskChosenTilesCountWhatThePlanPredicts) {
   for (const int64_t n : {97, 257}) {
     for (const auto& [algorithm, objective] :
-         {std::pair{Algorithm::flash, spattn::TileObjective::time}, {Algorithm::automatic, spattn::TileObjective::time},
-          {Algorithm::flash, spattn::TileObjective::words}}) {
+         {std::pair{Algorithm::flash, spattn::PlanObjective::time}, {Algorithm::automatic, spattn::PlanObjective::time},
+          {Algorithm::flash, spattn::PlanObjective::words}}) {
       SCOPED_TRACE("n " + std::to_string(n) + ", " + spattn::algorithm_name(algorithm) + ", " +
-                   spattn::tile_objective_name(objective));
+                   spattn::plan_objective_name(objective));
       const int64_t d = 8, m = 6000;
       const Mask window = Mask::from_spec("sliding_window:w=6", n, n);
       const spattn::schedules::HeadShape shape{n, n, d, d};
@@ -208,13 +266,13 @@ TEST(SparsePlanner, MaskChosenTilesCountWhatThePlanPredicts) {
       spattn::io::Ledger forward_ledger, backward_ledger;
       spattn::AttentionOptions forward_options, backward_options;
       forward_options.algorithm = backward_options.algorithm = algorithm;
-      forward_options.tile_objective = backward_options.tile_objective = objective;
+      forward_options.objective = backward_options.objective = objective;
       forward_options.cache_words = backward_options.cache_words = m;
       forward_options.ledger = &forward_ledger;
       backward_options.ledger = &backward_ledger;
       const auto [forward, backward] = problem.run({window}, forward_options, backward_options);
       EXPECT_EQ(forward.algorithm, Algorithm::flash);
-      EXPECT_EQ(forward.tile_objective, objective);
+      EXPECT_EQ(forward.objective, objective);
       EXPECT_EQ(forward_ledger.reads(), forward.reads);
       EXPECT_EQ(forward_ledger.writes(), forward.writes);
       EXPECT_EQ(backward_ledger.reads(), backward.reads);

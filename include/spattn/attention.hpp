@@ -46,7 +46,7 @@ struct AttentionOptions {
   // words + flops, faster natively on banded masks) or words (the fewest words, the I/O study's
   // choice). The plan returned, and a ledger when counting, follow it exactly either way. CSR
   // (sparse-input) calls always plan for words.
-  TileObjective tile_objective = TileObjective::time;
+  PlanObjective objective = PlanObjective::time;
 };
 
 // The fast-memory size used when none is given: four times this machine's per-core L1 data

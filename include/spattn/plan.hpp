@@ -26,16 +26,26 @@ Algorithm parse_algorithm(const std::string& name);
 enum class Pass { forward, backward };
 const char* pass_name(Pass pass);  // "forward" / "backward"
 
-// What block-sparse flash's tiles minimize over a mask (a full mask's tiles are the same for both;
-// docs/block_sparse.md, "Tile choice for a mask"):
-//   words: the words moved (flash_tiles(): the outer tile as large as M allows). The I/O study's
+// What a plan minimizes for a mask (a full mask is planned the same under both):
+//   words: the words moved. Flash's tiles are flash_tiles()' (the outer tile as large as M
+//          allows) and auto runs the algorithm predicted to move fewer words. The I/O study's
 //          choice: spattn run, sweep and plan, and plan_attention by default.
-//   time:  words + flops / 16 over the pairs the visited tiles compute, never above small_cache's
-//          words: smaller tiles on banded masks, fewer wasted pairs, 1.3x to 2x faster natively on
-//          windows, documents and BigBird, up to 3.4x more words. The API's default.
-enum class TileObjective { words, time };
-const char* tile_objective_name(TileObjective objective);  // "words" / "time"
-TileObjective parse_tile_objective(const std::string& name);
+//   time:  native speed, the API's default. Flash's tiles minimize words + flops / 16 over the
+//          pairs the visited tiles compute, never above small_cache's words (docs/block_sparse.md,
+//          "Tile choice for a mask"): smaller tiles on banded masks, fewer wasted pairs, 1.3x to 2x
+//          faster on windows, documents and BigBird, up to 3.4x more words. Auto runs the
+//          density-adaptive small_cache only when flash moves more than
+//          kSparseSmallCacheWordCost times its words: it walks the mask entry by entry, so each of
+//          its words costs more time than one of flash's (docs/results.md section 4).
+enum class PlanObjective { words, time };
+const char* plan_objective_name(PlanObjective objective);  // "words" / "time"
+PlanObjective parse_plan_objective(const std::string& name);
+
+// The exchange rate of PlanObjective::time's choice: the density-adaptive small_cache's native
+// time per predicted word over block-sparse flash's, as a fraction (5 / 2), measured on uniform
+// random masks of density 0.002 to 0.05 (docs/results.md section 4).
+inline constexpr int64_t kSparseSmallCacheWordCostNumerator = 5;
+inline constexpr int64_t kSparseSmallCacheWordCostDenominator = 2;
 
 // One algorithm's prediction for one head.
 struct AlgorithmCost {
@@ -59,7 +69,7 @@ struct Plan {
   int64_t cache_words = 0;      // M
   Algorithm requested = Algorithm::automatic;
   Algorithm algorithm = Algorithm::flash;  // what runs: requested, or the cheaper when automatic
-  TileObjective tile_objective = TileObjective::words;  // how flash's tiles were chosen for the mask
+  PlanObjective objective = PlanObjective::words;  // how flash's tiles were chosen for the mask
   AlgorithmCost flash;          // per head
   AlgorithmCost small_cache;    // per head
   int64_t reads = 0;            // predicted, all heads, for `algorithm`
@@ -96,6 +106,11 @@ struct Plan {
   std::string to_string() const;  // a few aligned lines
 };
 
+// Auto's choice between two predictions (feasible or not; at least one feasible): the feasible
+// one, or by the objective above (masked: the problem has a mask other than full); flash on a tie.
+Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& small_cache, bool masked,
+                           PlanObjective objective);
+
 // Plans a head problem over `mask` (seqlen_q x seqlen_k): for a full mask the dense flash and
 // small_cache, otherwise block-sparse flash and the density-adaptive small_cache, each predicted
 // exactly from the mask's structure (the structures are cached in the mask). The switch M is
@@ -105,7 +120,7 @@ struct Plan {
 // `objective`: how flash's tiles are chosen for a mask (above).
 Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
                     Pass pass, Algorithm requested = Algorithm::automatic, int64_t num_heads = 1,
-                    bool search_switch = false, TileObjective objective = TileObjective::words);
+                    bool search_switch = false, PlanObjective objective = PlanObjective::words);
 
 // Plans a dense (full-mask) head problem. Throws InvalidArgument for negative sizes, M < 1, or a
 // requested algorithm whose minimum M is above cache_words (stating the minimum), and when

@@ -44,7 +44,7 @@ template <typename Problem, typename MakeProblem>
 void run_groups(const HeadsPlan& planned, int64_t batch, const RunSettings& run, MakeProblem&& problem) {
   for (const MaskGroup& mask_group : planned.groups) {
     const HeadRunner runner(mask_group.plan.algorithm, mask_group.plan.shape, mask_group.mask, run.cache_words,
-                            run.pass, run.threads, mask_group.plan.tile_objective);
+                            run.pass, run.threads, mask_group.plan.objective);
     std::vector<Problem> heads;
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t h : mask_group.heads) heads.push_back(problem(b, h));
@@ -67,7 +67,7 @@ Plan forward(TensorView<const float> q, TensorView<const float> k, TensorView<co
   const int threads = cpu::resolve_threads(where, options.threads);
   const HeadsPlan planned =
       plan_heads(shape, masks, q.batch(), q.heads(), cache_words, Pass::forward, options.algorithm,
-                 options.tile_objective);
+                 options.objective);
 
   if (options.algorithm == Algorithm::reference) {
     reference_forward(q, k, v, o, lse, masks, scale);
@@ -101,7 +101,7 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
   const int64_t cache_words = resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
   HeadsPlan planned = plan_heads(shape, masks, q.batch(), q.heads(), cache_words, Pass::backward, options.algorithm,
-                                 options.tile_objective);
+                                 options.objective);
 
   if (options.algorithm == Algorithm::reference) {
     reference_backward(q, k, v, d_o, dq, dk, dv, masks, scale);

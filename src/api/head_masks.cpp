@@ -90,7 +90,9 @@ Plan combine(const std::vector<MaskGroup>& groups, int64_t batch, int64_t heads)
   return plan;
 }
 
-Algorithm cheaper_overall(const std::vector<MaskGroup>& groups) {
+// Auto's one algorithm for every head: choose_algorithm over the heads' summed predictions (masked
+// when any head's mask is not full).
+Algorithm cheaper_overall(const std::vector<MaskGroup>& groups, PlanObjective objective) {
   const AlgorithmCost flash = sum_costs(groups, true);
   const AlgorithmCost small_cache = sum_costs(groups, false);
   if (!flash.feasible && !small_cache.feasible) {
@@ -98,15 +100,15 @@ Algorithm cheaper_overall(const std::vector<MaskGroup>& groups) {
          flash.min_cache_words, ") nor small_cache (needs ", small_cache.min_cache_words,
          ") for every head's mask");
   }
-  const bool flash_wins = flash.feasible && (!small_cache.feasible || flash.total() <= small_cache.total());
-  return flash_wins ? Algorithm::flash : Algorithm::small_cache;
+  const bool masked = std::any_of(groups.begin(), groups.end(), [](const MaskGroup& g) { return g.plan.masked; });
+  return choose_algorithm(flash, small_cache, masked, objective);
 }
 
 }  // namespace
 
 HeadsPlan plan_heads(const bounds::DenseShape& shape, const std::vector<Mask>& masks, int64_t batch,
                      int64_t heads, int64_t cache_words, Pass pass, Algorithm requested,
-                     TileObjective objective) {
+                     PlanObjective objective) {
   const Algorithm planned = requested == Algorithm::reference ? Algorithm::automatic : requested;
   HeadsPlan result;
   result.groups = group_heads(masks, heads);
@@ -126,7 +128,7 @@ HeadsPlan plan_heads(const bounds::DenseShape& shape, const std::vector<Mask>& m
   if (planned == Algorithm::automatic) {
     // One algorithm for every head: re-plan each group with it (the predictions are cached in the
     // masks, so this only re-reads them).
-    const Algorithm chosen = cheaper_overall(result.groups);
+    const Algorithm chosen = cheaper_overall(result.groups, objective);
     for (MaskGroup& group : result.groups) {
       group.plan = plan_attention(shape, group.mask, cache_words, pass, chosen,
                                   batch * static_cast<int64_t>(group.heads.size()), false, objective);

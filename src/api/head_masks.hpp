@@ -29,7 +29,7 @@ struct HeadsPlan {
 // plans the automatic choice (for reporting). `objective`: how flash's tiles are chosen for masks.
 HeadsPlan plan_heads(const bounds::DenseShape& shape, const std::vector<Mask>& masks, int64_t batch,
                      int64_t heads, int64_t cache_words, Pass pass, Algorithm requested,
-                     TileObjective objective);
+                     PlanObjective objective);
 
 // Adds `reads` and `writes` words moved outside the schedules (the grouped-query dK/dV sums) to
 // the plan's totals and ratios.

@@ -13,7 +13,7 @@
 namespace spattn::api_detail {
 
 HeadRunner::HeadRunner(Algorithm algorithm, const bounds::DenseShape& shape, const Mask& mask,
-                       int64_t cache_words, Pass pass, int threads, TileObjective objective)
+                       int64_t cache_words, Pass pass, int threads, PlanObjective objective)
     : algorithm_(algorithm), mask_(mask), cache_words_(cache_words), threads_(threads) {
   const schedules::HeadShape head{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v};
   const bool sparse = !mask.is_full();
@@ -23,7 +23,7 @@ HeadRunner::HeadRunner(Algorithm algorithm, const bounds::DenseShape& shape, con
     // in the mask by the plan that chose this algorithm; computed the same way when absent).
     if (sparse) {
       int64_t max_words = INT64_MAX;
-      if (objective == TileObjective::time) {
+      if (objective == PlanObjective::time) {
         detail::MaskCache::Costs costs;
         const detail::MaskCache::CostKey key{head.head_dim, head.head_dim_v, cache_words, static_cast<int>(pass),
                                              static_cast<int>(objective)};

@@ -28,7 +28,7 @@ class HeadRunner {
   // `algorithm` (flash or small_cache) for problems of `shape` over `mask`.
   // `objective`: how flash's tiles were chosen for the mask (the plan's; spattn/plan.hpp).
   HeadRunner(Algorithm algorithm, const bounds::DenseShape& shape, const Mask& mask,
-             int64_t cache_words, Pass pass, int threads, TileObjective objective);
+             int64_t cache_words, Pass pass, int threads, PlanObjective objective);
 
   void run(const std::vector<schedules::HeadForward>& heads, io::Ledger* ledger) const;
   void run(const std::vector<schedules::HeadBackward>& heads, io::Ledger* ledger) const;

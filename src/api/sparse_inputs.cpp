@@ -251,7 +251,7 @@ Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, Tenso
                           head_matrix(lse, b, h), static_cast<float>(scale)});
     }
   }
-  api_detail::HeadRunner(plan.algorithm, plan.shape, mask, cache_words, Pass::forward, threads, TileObjective::words)
+  api_detail::HeadRunner(plan.algorithm, plan.shape, mask, cache_words, Pass::forward, threads, PlanObjective::words)
       .run(problems, options.ledger);
   return plan;
 }
@@ -295,7 +295,7 @@ Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o
                           head_matrix(dq, b, h), gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)});
     }
   }
-  api_detail::HeadRunner(plan.algorithm, plan.shape, mask, cache_words, Pass::backward, threads, TileObjective::words)
+  api_detail::HeadRunner(plan.algorithm, plan.shape, mask, cache_words, Pass::backward, threads, PlanObjective::words)
       .run(problems, options.ledger);
   api_detail::sum_kv_gradients(sums, cache_words, threads, options.ledger);
   return plan;

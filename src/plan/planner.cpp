@@ -59,7 +59,7 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
 // time, moving at most max_words (small_cache's words here) unless flash_tiles()' own tiles move
 // more.
 AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                         Pass pass, int64_t max_words, TileObjective objective) {
+                         Pass pass, int64_t max_words, PlanObjective objective) {
   AlgorithmCost cost;
   const auto masking = mask != nullptr ? schedules::FlashMasking::block_sparse : schedules::FlashMasking::dense;
   cost.min_cache_words = schedules::flash_min_cache_words(shape, pass, masking);
@@ -121,7 +121,7 @@ struct Costs {
 
 // Both algorithms' predictions at M; mask == nullptr is the dense (full) problem.
 Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, Pass pass,
-               TileObjective objective) {
+               PlanObjective objective) {
   if (mask == nullptr) {
     return {flash_cost(shape, nullptr, cache_words, pass, INT64_MAX, objective),
             small_cache_cost(shape, cache_words, pass)};
@@ -138,17 +138,24 @@ Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cach
   return costs;
 }
 
-// flash minus small_cache predicted words at M (both must be feasible there).
-int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                        Pass pass, TileObjective objective) {
-  const Costs costs = costs_at(shape, mask, cache_words, pass, objective);
-  return costs.flash.total() - costs.small_cache.total();
+// Positive when auto prefers small_cache over flash (both feasible), negative when flash, 0 on a
+// tie (flash): the predicted words, small_cache's weighted under the time objective over a mask.
+int64_t choice_margin(int64_t flash_words, int64_t small_cache_words, bool masked, PlanObjective objective) {
+  if (!masked || objective == PlanObjective::words) return flash_words - small_cache_words;
+  return kSparseSmallCacheWordCostDenominator * flash_words - kSparseSmallCacheWordCostNumerator * small_cache_words;
 }
 
-// Every M at which the sign of (flash - small_cache) changes, searching powers of two from the
+// choice_margin at M (both must be feasible there).
+int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
+                        Pass pass, PlanObjective objective) {
+  const Costs costs = costs_at(shape, mask, cache_words, pass, objective);
+  return choice_margin(costs.flash.total(), costs.small_cache.total(), mask != nullptr, objective);
+}
+
+// Every M at which auto's choice (the sign of choice_margin) changes, searching powers of two from the
 // smallest M both run with up to 16 (seqlen x head_dim) for a bracket and then bisecting.
 std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask* mask, Pass pass,
-                                   TileObjective objective) {
+                                   PlanObjective objective) {
   const Costs minimum = costs_at(shape, mask, 1, pass, objective);
   const int64_t low = std::max(minimum.flash.min_cache_words, minimum.small_cache.min_cache_words);
   const int64_t high = 16 * std::max<int64_t>(1, std::max(shape.seqlen_q, shape.seqlen_k) *
@@ -192,7 +199,7 @@ std::vector<int64_t> dense_switches(const schedules::HeadShape& shape, Pass pass
     const auto found = table.find(key);
     if (found != table.end()) return found->second;
   }
-  std::vector<int64_t> switches = find_switches(shape, nullptr, pass, TileObjective::words);  // outside the lock
+  std::vector<int64_t> switches = find_switches(shape, nullptr, pass, PlanObjective::words);  // outside the lock
   std::lock_guard<std::mutex> lock(mutex);
   if (table.size() >= 4096) table.clear();  // many distinct shapes: start over rather than grow
   table.emplace(key, switches);
@@ -235,14 +242,21 @@ Algorithm parse_algorithm(const std::string& name) {
 
 const char* pass_name(Pass pass) { return pass == Pass::forward ? "forward" : "backward"; }
 
-const char* tile_objective_name(TileObjective objective) {
-  return objective == TileObjective::words ? "words" : "time";
+const char* plan_objective_name(PlanObjective objective) {
+  return objective == PlanObjective::words ? "words" : "time";
 }
 
-TileObjective parse_tile_objective(const std::string& name) {
-  if (name == "words") return TileObjective::words;
-  if (name == "time") return TileObjective::time;
+PlanObjective parse_plan_objective(const std::string& name) {
+  if (name == "words") return PlanObjective::words;
+  if (name == "time") return PlanObjective::time;
   fail("tile objective: '", name, "' is not one of words, time");
+}
+
+Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& small_cache, bool masked,
+                           PlanObjective objective) {
+  if (!flash.feasible || !small_cache.feasible) return flash.feasible ? Algorithm::flash : Algorithm::small_cache;
+  return choice_margin(flash.total(), small_cache.total(), masked, objective) > 0 ? Algorithm::small_cache
+                                                                                   : Algorithm::flash;
 }
 
 Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
@@ -253,7 +267,7 @@ Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
 
 Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
                     Pass pass, Algorithm requested, int64_t num_heads, bool search_switch,
-                    TileObjective objective) {
+                    PlanObjective objective) {
   if (cache_words < 1) fail("plan: cache size M = ", cache_words, " words must be >= 1");
   if (num_heads < 0) fail("plan: num_heads = ", num_heads, " must be >= 0");
   if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
@@ -276,7 +290,7 @@ Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t c
   plan.num_heads = num_heads;
   plan.cache_words = cache_words;
   plan.requested = requested;
-  plan.tile_objective = objective;
+  plan.objective = objective;
   const Costs costs = costs_at(head, sparse_mask, cache_words, pass, objective);
   plan.flash = costs.flash;
   plan.small_cache = costs.small_cache;
@@ -294,13 +308,9 @@ Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t c
     fail("plan: M = ", cache_words, " words fits neither flash (needs ", plan.flash.min_cache_words,
          ") nor small_cache (needs ", plan.small_cache.min_cache_words, ")");
   }
-  if (requested == Algorithm::automatic) {
-    const bool flash_wins = plan.flash.feasible &&
-                            (!plan.small_cache.feasible || plan.flash.total() <= plan.small_cache.total());
-    plan.algorithm = flash_wins ? Algorithm::flash : Algorithm::small_cache;
-  } else {
-    plan.algorithm = requested;
-  }
+  plan.algorithm = requested == Algorithm::automatic
+                       ? choose_algorithm(plan.flash, plan.small_cache, sparse_mask != nullptr, objective)
+                       : requested;
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads * num_heads;
   plan.writes = chosen.writes * num_heads;
@@ -363,9 +373,17 @@ std::string Plan::to_string() const {
         << "); Z_input = (nnz(Q) + nnz(K)) / 2 = " << z_input
         << (cost_heads > 1 && sparse_inputs ? " summed" + over : std::string()) << "\n";
   }
-  out << "  algorithm: " << algorithm_name(algorithm)
-      << (requested == Algorithm::automatic ? " (chosen: smaller predicted I/O)" : " (requested)")
-      << '\n';
+  out << "  algorithm: " << algorithm_name(algorithm);
+  if (requested != Algorithm::automatic) {
+    out << " (requested)";
+  } else if (masked && objective == PlanObjective::time) {
+    out << " (chosen for time: small_cache only where flash moves more than "
+        << static_cast<double>(kSparseSmallCacheWordCostNumerator) / kSparseSmallCacheWordCostDenominator
+        << "x its words)";
+  } else {
+    out << " (chosen: smaller predicted I/O)";
+  }
+  out << '\n';
   out << "  predicted I/O: " << total() << " words (" << reads << " reads, " << writes
       << " writes)\n";
   if (kv_sum_reads + kv_sum_writes > 0) {
@@ -373,7 +391,7 @@ std::string Plan::to_string() const {
         << " writes\n";
   }
   cost_line("flash", flash);
-  if (masked && tile_objective == TileObjective::time) {
+  if (masked && objective == PlanObjective::time) {
     out << "    (flash's tiles chosen for time: words + flops / 16, at most small_cache's words)\n";
   }
   cost_line("small_cache", small_cache);

@@ -60,18 +60,20 @@ FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pas
 template <typename Index>
 FlashTiles masked_flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
                               const sparse_formats::CsrPatternView<Index>& mask, int64_t max_words,
-                              TileObjective objective) {
-  return objective == TileObjective::time ? flash_tiles_for_mask(shape, cache_words, pass, mask, max_words)
+                              PlanObjective objective) {
+  return objective == PlanObjective::time ? flash_tiles_for_mask(shape, cache_words, pass, mask, max_words)
                                           : flash_tiles(shape, cache_words, pass, FlashMasking::block_sparse);
 }
 
 // The max_words the API plans and runs block-sparse flash with (src/plan/planner.cpp,
 // src/api/head_runner.cpp, src/api/sparse_inputs_plan.cpp): the words the density-adaptive
 // small_cache schedule moves at M as the planner prices them (from the mask's counts), INT64_MAX
-// where it does not fit. Why a cap: auto chooses the algorithm by predicted words, and
-// small_cache runs 1.5x to 30x slower natively (docs/results.md section 4): smaller tiles must
-// never hand it a mask on which flash's own tiles move fewer words. O(nnz) (the planner caches the
-// figure: the runners take it from there).
+// where it does not fit. Why a cap: auto chooses the algorithm from the predicted words (for time,
+// small_cache's weighted by 2.5: spattn/plan.hpp), and small_cache runs up to 5x slower natively
+// on the masks where its words come close (docs/results.md section 4): smaller tiles must never
+// move flash's words toward handing it a mask on which flash's own tiles move fewer. The cap is
+// small_cache's plain words, so a capped choice never changes auto's choice under either
+// objective. O(nnz) (the planner caches the figure: the runners take it from there).
 int64_t small_cache_words(const HeadShape& shape, const SparseMaskCounts& counts, int64_t cache_words,
                           Pass pass);
 inline int64_t small_cache_words(const AlgorithmCost& small_cache) {
