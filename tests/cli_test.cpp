@@ -2,9 +2,9 @@
 // clear line per error naming the argument, outputs written all or nothing.
 #include <sparse_formats/npy.hpp>
 
-#include <gtest/gtest.h>
+#include "support/run_program.hpp"
 
-#include <sys/wait.h>
+#include <gtest/gtest.h>
 
 #include <array>
 #include <cmath>
@@ -24,22 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = spattn_test::ProgramResult;
 
-Result run(const std::string& arguments) {
-  const std::string command = std::string(SPATTN_CLI_PATH) + " " + arguments + " 2>&1";
-  Result result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) result.output += buffer.data();
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+Result run(const std::string& arguments) { return spattn_test::run_program(std::string(SPATTN_CLI_PATH) + " " + arguments); }
 
 class CliTest : public ::testing::Test {
  protected:

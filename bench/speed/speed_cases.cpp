@@ -46,17 +46,17 @@ std::vector<float> uniform_values(size_t count, uint64_t seed) {
   return values;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
 
 SpeedProblem::SpeedProblem(int64_t heads, int64_t seqlen, int64_t head_dim, uint64_t seed)
     : heads_(heads), seqlen_(seqlen), head_dim_(head_dim) {
@@ -100,8 +100,8 @@ double CaseResult::both_gflops() const {
   return 14.0 * static_cast<double>(nnz) * static_cast<double>(head_dim * heads) / both_s * 1e-9;
 }
 
-std::vector<CaseResult> run_case(const MaskChoice& choice, const Mask& mask, SpeedProblem& problem,
-                                 const std::vector<CaseSlot>& slots, const RunSettings& settings) {
+std::vector<CaseResult> run_case(SpeedProblem& problem, const std::vector<CaseSlot>& slots,
+                                 const RunSettings& settings) {
   const size_t count = slots.size();
   std::vector<AttentionOptions> options(count);
   std::vector<CaseResult> results(count);
@@ -109,8 +109,9 @@ std::vector<CaseResult> run_case(const MaskChoice& choice, const Mask& mask, Spe
     options[i].algorithm = slots[i].algorithm;
     options[i].cache_words = slots[i].cache_words;
     options[i].threads = settings.threads;
+    const Mask& mask = slots[i].mask;
     CaseResult& result = results[i];
-    result.mask = choice.name;
+    result.mask = slots[i].choice.name;
     result.seqlen = problem.seqlen();
     result.head_dim = problem.head_dim();
     result.heads = settings.heads;
@@ -132,9 +133,9 @@ std::vector<CaseResult> run_case(const MaskChoice& choice, const Mask& mask, Spe
     for (size_t turn = 0; turn < count; ++turn) {
       const size_t i = (turn + static_cast<size_t>(r)) % count;
       const auto start = std::chrono::steady_clock::now();
-      problem.forward(mask, options[i]);
+      problem.forward(slots[i].mask, options[i]);
       const double forward_s = seconds_since(start);
-      problem.backward(mask, options[i]);
+      problem.backward(slots[i].mask, options[i]);
       const double both_s = seconds_since(start);
       forward[i].push_back(forward_s);
       backward[i].push_back(both_s - forward_s);
@@ -149,8 +150,8 @@ std::vector<CaseResult> run_case(const MaskChoice& choice, const Mask& mask, Spe
     std::vector<double> plans;
     for (int r = 0; r < 3; ++r) {
       const auto start = std::chrono::steady_clock::now();
-      plan_attention(shape, mask, result.cache_words, Pass::forward, result.requested, settings.heads);
-      plan_attention(shape, mask, result.cache_words, Pass::backward, result.requested, settings.heads);
+      plan_attention(shape, slots[i].mask, result.cache_words, Pass::forward, result.requested, settings.heads);
+      plan_attention(shape, slots[i].mask, result.cache_words, Pass::backward, result.requested, settings.heads);
       plans.push_back(seconds_since(start));
     }
     result.repetitions = static_cast<int>(both[i].size());
@@ -158,6 +159,7 @@ std::vector<CaseResult> run_case(const MaskChoice& choice, const Mask& mask, Spe
     result.forward_s = median(forward[i]);
     result.backward_s = median(backward[i]);
     result.both_s = median(both[i]);
+    result.both_runs_s = both[i];
   }
   return results;
 }

@@ -63,6 +63,9 @@ struct CaseResult {
   double forward_s = 0.0;   // medians
   double backward_s = 0.0;
   double both_s = 0.0;
+  // fwd+bwd of each timed repetition, in order: the i-th entries of the slots of one run_case
+  // call ran in the same repetition, side by side (the window target pairs them).
+  std::vector<double> both_runs_s;
   // plan_attention for both passes, as the API calls it (included in the times above).
   double plan_s = 0.0;
   // GFLOP/s on attended pairs: forward 4 |Omega| d, backward 10 |Omega| d, per head.
@@ -71,19 +74,25 @@ struct CaseResult {
   double both_gflops() const;
 };
 
-// One way to run a case: an algorithm at a fast-memory size (0 = the default).
+// One way to run a case: a mask, an algorithm, a fast-memory size (0 = the default). The slots
+// of one run_case call may hold different masks (--window-target times full and window together).
 struct CaseSlot {
+  MaskChoice choice;
+  Mask mask;  // a handle: copies share the mask's cached schedule structures
   Algorithm algorithm = Algorithm::automatic;
   int64_t cache_words = 0;
 };
 
-// Runs one case (mask, n, d) in every slot, the slots taking turns within each repetition (slot
-// 1 fwd+bwd, slot 2 fwd+bwd, ..., the next repetition starting one slot later), so that a change
-// of the machine's load during the run falls on all of them alike; the medians are compared. Each slot gets one
-// warm-up first. Repeats settings.repetitions times, or fewer once the case has taken
-// settings.max_seconds per slot (at least once).
-std::vector<CaseResult> run_case(const MaskChoice& choice, const Mask& mask, SpeedProblem& problem,
-                                 const std::vector<CaseSlot>& slots, const RunSettings& settings);
+// Runs `problem` (n, d) in every slot, the slots taking turns within each repetition (slot 1
+// fwd+bwd, slot 2 fwd+bwd, ..., the next repetition starting one slot later), so that a change
+// of the machine's load during the run falls on all of them alike; the medians are compared.
+// Each slot gets one warm-up first. Repeats settings.repetitions times, or fewer once the run
+// has taken settings.max_seconds per slot (at least once). One result per slot, in slot order.
+std::vector<CaseResult> run_case(SpeedProblem& problem, const std::vector<CaseSlot>& slots,
+                                 const RunSettings& settings);
+
+// The median of `values` (the mean of the middle two for an even count); values not empty.
+double median(std::vector<double> values);
 
 // The thread count AttentionOptions::threads = `threads` resolves to.
 int resolved_threads(int threads);

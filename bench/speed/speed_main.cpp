@@ -7,6 +7,8 @@
 //   spattn_bench --cache-words 12288,131072    each case at several fast-memory sizes, one after
 //                                              the other (compare M within one run)
 //   spattn_bench --csv results.csv             also write the rows as CSV
+//   spattn_bench --window-target --reps 11     the window target as one run's ratio: full and
+//                                              window take turns at n 4096, d 64 and 128 (flash)
 //   spattn_bench --memory                      peak RSS of fwd+bwd at n 65536 and 131072, window 256
 //   spattn_bench --memory --schedule-only      the same through the flash schedule alone
 #include "memory_mode.hpp"
@@ -70,6 +72,41 @@ bool runs_small_cache(Algorithm algorithm, const Mask& mask, int64_t n, int64_t 
   return false;
 }
 
+// --window-target: the full and window masks of each (n, d) in one run_case call, so that their
+// repetitions take turns and window / (full x density) compares times taken under the same load
+// (as separate cases they run minutes apart, and the shared machine's load drifts in between).
+void run_window_target(const std::vector<int64_t>& seqlens, const std::vector<int64_t>& head_dims,
+                       const std::vector<Algorithm>& algorithms,
+                       const std::vector<int64_t>& cache_words_list, const RunSettings& settings,
+                       const std::string& csv_path) {
+  const MaskChoice full = parse_mask_choice("full");
+  const MaskChoice window = parse_mask_choice("window");
+  std::vector<WindowRatio> ratios;
+  std::cout << "\n";
+  print_table_header(std::cout, std::nullopt);
+  for (const int64_t n : seqlens) {
+    const Mask full_mask = Mask::from_spec(full.spec, n, n);
+    const Mask window_mask = Mask::from_spec(window.spec, n, n);
+    for (const int64_t d : head_dims) {
+      SpeedProblem problem(settings.heads, n, d, 1);
+      std::vector<CaseSlot> slots;  // (full, window) for each algorithm and M, pairs in order
+      for (const Algorithm algorithm : algorithms) {
+        for (const int64_t cache_words : cache_words_list) {
+          slots.push_back({full, full_mask, algorithm, cache_words});
+          slots.push_back({window, window_mask, algorithm, cache_words});
+        }
+      }
+      const std::vector<CaseResult> results = run_case(problem, slots, settings);
+      for (const CaseResult& result : results) print_table_row(std::cout, result, std::nullopt);
+      for (size_t i = 0; i + 1 < results.size(); i += 2) {
+        ratios.push_back(window_ratio(results[i], results[i + 1]));
+      }
+    }
+  }
+  print_window_targets(std::cout, ratios);
+  if (!csv_path.empty()) write_window_csv(csv_path, ratios);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,9 +124,10 @@ int main(int argc, char** argv) {
   int sgemm_size = 2048;
   int64_t small_cache_max_n = 4096;
   bool no_sgemm = false;
+  bool window_target = false;
   app.add_option("--n", seqlens, "sequence lengths (seqlen_q = seqlen_k)")->delimiter(',');
   app.add_option("--d", head_dims, "head dims")->delimiter(',');
-  app.add_option("--masks", mask_names,
+  CLI::Option* masks_option = app.add_option("--masks", mask_names,
                  "masks: full, causal, window, bigbird, documents, random, random_blocks, or any "
                  "PATTERN-SPEC")->delimiter(',');
   app.add_option("--algorithms", algorithm_names, "flash, small_cache, auto")->delimiter(',');
@@ -105,12 +143,23 @@ int main(int argc, char** argv) {
   app.add_flag("--no-sgemm", no_sgemm, "skip the sgemm roofline");
   app.add_option("--small-cache-max-n", small_cache_max_n,
                  "skip small_cache above this n (it materializes n x n intermediates for a full mask)");
-  app.add_flag("--memory", memory, "peak RSS of flash fwd+bwd over a sliding window at long n");
+  CLI::Option* memory_option =
+      app.add_flag("--memory", memory, "peak RSS of flash fwd+bwd over a sliding window at long n");
   app.add_option("--memory-n", memory_settings.seqlens, "sequence lengths of --memory")->delimiter(',');
   app.add_option("--memory-window", memory_settings.window, "window half-width of --memory");
   app.add_flag("--schedule-only", memory_settings.schedule_only,
                "with --memory: run the flash schedule directly (no planner), not the public API");
+  app.add_flag("--window-target", window_target,
+               "the window target (window <= 1.3 x full x density, fwd+bwd) as a ratio measured "
+               "in one run: full and window take turns in every repetition; --n defaults to 4096, "
+               "--algorithms to flash; no sgemm")
+      ->excludes(masks_option)
+      ->excludes(memory_option);
   CLI11_PARSE(app, argc, argv);
+  if (window_target) {  // the target is stated at n 4096 for flash
+    if (app.count("--n") == 0) seqlens = {4096};
+    if (app.count("--algorithms") == 0) algorithm_names = {"flash"};
+  }
 
   try {
     const int threads = resolved_threads(settings.threads);
@@ -124,6 +173,12 @@ int main(int argc, char** argv) {
       memory_settings.threads = settings.threads;
       memory_settings.cache_words = settings.cache_words;
       run_memory_mode(std::cout, memory_settings);
+      return 0;
+    }
+    std::vector<Algorithm> algorithms;
+    for (const std::string& name : algorithm_names) algorithms.push_back(parse_algorithm(name));
+    if (window_target) {
+      run_window_target(seqlens, head_dims, algorithms, cache_words_list, settings, csv_path);
       return 0;
     }
 
@@ -140,8 +195,6 @@ int main(int argc, char** argv) {
     }
     std::cout << "GFLOP/s count attended pairs only: forward 4 |Omega| d, backward 10 |Omega| d\n\n";
 
-    std::vector<Algorithm> algorithms;
-    for (const std::string& name : algorithm_names) algorithms.push_back(parse_algorithm(name));
     std::vector<CaseResult> results;
     print_table_header(std::cout, roofline);
     for (const int64_t n : seqlens) {
@@ -164,10 +217,10 @@ int main(int argc, char** argv) {
                             static_cast<long long>(small_cache_max_n));
                 continue;
               }
-              slots.push_back({algorithm, cache_words});
+              slots.push_back({choice, mask, algorithm, cache_words});
             }
           }
-          for (const CaseResult& result : run_case(choice, mask, problem, slots, settings)) {
+          for (const CaseResult& result : run_case(problem, slots, settings)) {
             results.push_back(result);
             print_table_row(std::cout, result, roofline);
           }

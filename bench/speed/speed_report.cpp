@@ -180,6 +180,56 @@ void print_targets_at(std::ostream& out, const std::vector<CaseResult>& results,
 
 }  // namespace
 
+WindowRatio window_ratio(const CaseResult& full, const CaseResult& window) {
+  if (full.both_runs_s.size() != window.both_runs_s.size() || full.both_runs_s.empty()) {
+    throw std::logic_error("spattn_bench: window_ratio needs the two slots of one run_case call");
+  }
+  WindowRatio ratio{full, window};
+  const double density = window.density;  // the full mask's is 1
+  ratio.of_medians = window.both_s / (full.both_s * density);
+  std::vector<double> pairs;
+  for (size_t i = 0; i < full.both_runs_s.size(); ++i) {
+    pairs.push_back(window.both_runs_s[i] / (full.both_runs_s[i] * density));
+  }
+  ratio.pairs = static_cast<int>(pairs.size());
+  ratio.pair_median = median(pairs);
+  ratio.pair_min = *std::min_element(pairs.begin(), pairs.end());
+  ratio.pair_max = *std::max_element(pairs.begin(), pairs.end());
+  return ratio;
+}
+
+void print_window_targets(std::ostream& out, const std::vector<WindowRatio>& ratios) {
+  char line[320];
+  out << "\nWindow target: window / (full x density) <= 1.3x, fwd+bwd (reported, not asserted);\n"
+         "full and window took turns in every repetition, so repetition i of each ran under the "
+         "same load:\n";
+  for (const WindowRatio& r : ratios) {
+    std::snprintf(line, sizeof line,
+                  "  n %lld d %-3lld %-10s M %lld: window %.2f ms vs full %.2f ms x density %.4f "
+                  "(medians): %.2fx (target <= 1.3x): %s\n"
+                  "      per repetition (%d pairs): median %.2fx, min %.2fx, max %.2fx\n",
+                  static_cast<long long>(r.window.seqlen), static_cast<long long>(r.window.head_dim),
+                  algorithm_label(r.window).c_str(), static_cast<long long>(r.window.cache_words),
+                  1e3 * r.window.both_s, 1e3 * r.full.both_s, r.window.density, r.of_medians,
+                  r.met() ? "met" : "NOT met", r.pairs, r.pair_median, r.pair_min, r.pair_max);
+    out << line;
+  }
+}
+
+void write_window_csv(const std::string& path, const std::vector<WindowRatio>& ratios) {
+  std::ofstream csv(path);
+  csv << "seqlen,head_dim,heads,threads,cache_words,algorithm,density,full_ms,window_ms,"
+         "ratio_of_medians,pairs,pair_ratio_median,pair_ratio_min,pair_ratio_max,target_met\n";
+  for (const WindowRatio& r : ratios) {
+    const CaseResult& w = r.window;
+    csv << w.seqlen << ',' << w.head_dim << ',' << w.heads << ',' << w.threads << ',' << w.cache_words
+        << ',' << algorithm_name(w.requested) << ',' << w.density << ','
+        << 1e3 * r.full.both_s << ',' << 1e3 * w.both_s << ',' << r.of_medians << ',' << r.pairs << ','
+        << r.pair_median << ',' << r.pair_min << ',' << r.pair_max << ',' << (r.met() ? 1 : 0) << '\n';
+  }
+  if (!csv) throw std::runtime_error("spattn_bench: cannot write " + path);
+}
+
 void print_targets(std::ostream& out, const std::vector<CaseResult>& results,
                    const std::optional<Roofline>& roofline) {
   char line[96];

@@ -28,4 +28,20 @@ void write_csv(const std::string& path, const std::vector<CaseResult>& results,
 void print_targets(std::ostream& out, const std::vector<CaseResult>& results,
                    const std::optional<Roofline>& roofline);
 
+// --window-target: the window target measured as a ratio within one run. `full` and `window`
+// come from one run_case call (same n, d, algorithm, M), so their i-th repetitions ran side by
+// side under the same load: window_i / (full_i x density) is a ratio measured at one time, where
+// the medians of cases run minutes apart compare two different loads.
+struct WindowRatio {
+  CaseResult full;
+  CaseResult window;
+  double of_medians = 0.0;  // window.both_s / (full.both_s x density): the target's ratio
+  int pairs = 0;            // repetitions paired
+  double pair_median = 0.0, pair_min = 0.0, pair_max = 0.0;  // of window_i / (full_i x density)
+  bool met() const { return of_medians <= 1.3; }
+};
+WindowRatio window_ratio(const CaseResult& full, const CaseResult& window);
+void print_window_targets(std::ostream& out, const std::vector<WindowRatio>& ratios);
+void write_window_csv(const std::string& path, const std::vector<WindowRatio>& ratios);
+
 }  // namespace spattn::bench
