@@ -196,7 +196,7 @@ class BlockWalker {
     while (true) {
       int64_t child = 2 * i + 1;
       if (child >= queued_) break;
-      if (child + 1 < queued_ && queue_[child + 1] < queue_[child]) ++child;
+      if (child + 1 < queued_) child += queue_[child + 1] < queue_[child] ? 1 : 0;  // (branch-free)
       if (key <= queue_[child]) break;
       queue_[i] = queue_[child];
       i = child;
