@@ -14,6 +14,7 @@
 
 #include "support/compare.hpp"
 #include "support/sparse_inputs_fixtures.hpp"
+#include "support/sparse_inputs_runs.hpp"
 #include "support/test_helpers.hpp"
 
 #include <gtest/gtest.h>
@@ -31,14 +32,10 @@ using spattn::testing::max_abs;
 using spattn::testing::max_abs_error;
 using spattn::testing::message_of;
 using spattn::testing::SparseInput;
-using spattn::testing::expect_same_bits;
+using spattn::testing::expect_same_outputs;
 using spattn::testing::sparse_input;
 
-struct Outputs {
-  std::vector<float> o, lse, dq, dk, dv;
-  Plan forward_plan, backward_plan;
-  io::Ledger forward_ledger, backward_ledger;
-};
+using Outputs = spattn::testing::RunOutputs;
 
 struct Outputs64 {
   std::vector<double> o, lse, dq, dk, dv;
@@ -103,11 +100,8 @@ class Problem {
   std::vector<float> d_o_;
 };
 
-void expect_counted_is_predicted(const Plan& plan, const io::Ledger& ledger) {
-  EXPECT_EQ(ledger.reads(), plan.reads);
-  EXPECT_EQ(ledger.writes(), plan.writes);
-  const AlgorithmCost& cost = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
-  EXPECT_EQ(ledger.total(io::WordKind::index).total(), cost.index_words);
+void expect_counted_with_input_indices(const Plan& plan, const io::Ledger& ledger) {
+  spattn::testing::expect_counted_is_predicted(plan, ledger);
   // The inputs' index words are booked to them (Q and K are CSR with entries here).
   EXPECT_GT(ledger.traffic(io::Operand::q, io::WordKind::index).reads, 0);
   EXPECT_GT(ledger.traffic(io::Operand::k, io::WordKind::index).reads, 0);
@@ -135,15 +129,12 @@ TEST(SparseInputsApi, EveryAlgorithmAgreesWithTheReferenceAndItsPlan) {
           EXPECT_LE(max_abs_error(got.dk, want.second.dk), fp32_tolerance(bwd_terms, max_abs(want.second.dk)));
           EXPECT_LE(max_abs_error(got.dv, want.second.dv), fp32_tolerance(bwd_terms, max_abs(want.second.dv)));
           if (algorithm == Algorithm::reference) continue;
-          expect_counted_is_predicted(got.forward_plan, got.forward_ledger);
-          expect_counted_is_predicted(got.backward_plan, got.backward_ledger);
+          expect_counted_with_input_indices(got.forward_plan, got.forward_ledger);
+          expect_counted_with_input_indices(got.backward_plan, got.backward_ledger);
           // The same algorithm on the densified inputs: the same bits.
           options.algorithm = got.forward_plan.algorithm;
           const Outputs dense = p.run(p.inputs(false), mask, options);
-          expect_same_bits(got.o, dense.o, "o");
-          expect_same_bits(got.dq, dense.dq, "dq");
-          expect_same_bits(got.dk, dense.dk, "dk");
-          expect_same_bits(got.dv, dense.dv, "dv");
+          expect_same_outputs(got, dense);
           EXPECT_EQ(dense.forward_ledger.total(io::WordKind::index).total(),
                     mask.is_full() ? 0 : dense.forward_ledger.traffic(io::Operand::mask, io::WordKind::index).reads);
         }
@@ -190,8 +181,7 @@ TEST(SparseInputsApi, FlashIsBitIdenticalForAnyThreadCount) {
   const Outputs one = p.run(p.inputs(true), mask, options);
   options.threads = 3;
   const Outputs three = p.run(p.inputs(true), mask, options);
-  expect_same_bits(one.o, three.o, "o");
-  expect_same_bits(one.dk, three.dk, "dk");
+  expect_same_outputs(one, three);
   EXPECT_EQ(one.backward_ledger.reads(), three.backward_ledger.reads());
 }
 
@@ -348,8 +338,8 @@ TEST(SparseInputsApiHeads, EveryHeadAgreesWithTheReferenceAndThePlanCountsExactl
         EXPECT_EQ(plan.z_qk, mask.nnz() * kBatch * kHeads);
         EXPECT_TRUE(plan.sparse_inputs);
         if (algorithm == Algorithm::reference) continue;
-        expect_counted_is_predicted(got.forward_plan, got.forward_ledger);
-        expect_counted_is_predicted(got.backward_plan, got.backward_ledger);
+        expect_counted_with_input_indices(got.forward_plan, got.forward_ledger);
+        expect_counted_with_input_indices(got.backward_plan, got.backward_ledger);
         // The grouped-query sums are counted and predicted (none for multi-head attention).
         EXPECT_EQ(got.backward_plan.kv_sum_reads > 0, kv_heads < kHeads);
         // Each head's own words: the plan is the sum of the one-head plans (same algorithm).
@@ -382,11 +372,7 @@ TEST(SparseInputsApiHeads, OneAndTwoThreadsGiveTheSameBits) {
     const Outputs one = p.run(p.inputs(), mask, options);
     options.threads = 2;
     const Outputs two = p.run(p.inputs(), mask, options);
-    expect_same_bits(one.o, two.o, "o");
-    expect_same_bits(one.lse, two.lse, "lse");
-    expect_same_bits(one.dq, two.dq, "dq");
-    expect_same_bits(one.dk, two.dk, "dk");
-    expect_same_bits(one.dv, two.dv, "dv");
+    expect_same_outputs(one, two);
     EXPECT_EQ(one.backward_ledger.reads(), two.backward_ledger.reads());
     EXPECT_EQ(two.backward_ledger.reads(), two.backward_plan.reads);
   }

@@ -22,9 +22,12 @@
 // (batch, kv head) for K and V, each dense or CSR, every head of the same shape; grouped-query attention when
 // kv_heads divides heads (query head h uses kv head h / (heads / kv_heads)). The outputs are rank-4
 // (batch, heads, seqlen, dim) tensors, dK and dV (batch, kv_heads, seqlen_k, dim), the group's sum
-// in the backward (api/kv_reduction.hpp). The heads' nonzeros differ, so their words do: the plan
-// sums every head's (Plan::cost_heads = num_heads = batch x heads), and its z_input, z_qk, bound
-// and compulsory words are the heads' sums. The AttentionInputs overloads are the one-head case.
+// in the backward (api/kv_reduction.hpp). One Mask is shared by all heads, or a std::vector<Mask>
+// gives one per query head (shared over the batch), as attention.hpp's; all heads run one
+// algorithm (under auto, the one with the fewer words summed over the heads). The heads' nonzeros
+// and masks differ, so their words do: the plan sums every head's (Plan::cost_heads = num_heads =
+// batch x heads), and its z_input, z_qk, bound and compulsory words are the heads' sums. The
+// AttentionInputs overloads are the one-head case.
 #pragma once
 
 #include <spattn/attention.hpp>
@@ -101,7 +104,8 @@ Plan attention_backward(const AttentionInputs& inputs, TensorView<const float> o
                         const Mask& mask, const AttentionOptions& options);
 
 // Every head (MultiHeadInputs). Validates the counts (q: batch x heads inputs, k and v: batch x
-// kv_heads), each input, and that all heads share one shape; errors name the input by index.
+// kv_heads), each input, that all heads share one shape (errors name the input by index), and the
+// mask's shape ("mask is 5 x 5, but q has seqlen 7 and k has seqlen 7").
 Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
                     Algorithm requested = Algorithm::automatic);
 // o: (batch, heads, seqlen_q, head_dim_v); lse: (batch, heads, seqlen_q, 1).
@@ -111,5 +115,16 @@ Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, Tenso
 Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
                         TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
                         TensorView<float> dv, const Mask& mask, const AttentionOptions& options);
+
+// One mask per query head: masks.size() == heads, each seqlen_q x seqlen_k, masks[h] for query
+// head h of every batch entry. Errors name the count ("masks has 2 masks, q has 3 heads") or the
+// mask ("masks[1] is 5 x 5, but q has seqlen 7 and k has seqlen 7").
+Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, int64_t cache_words, Pass pass,
+                    Algorithm requested = Algorithm::automatic);
+Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse,
+                       const std::vector<Mask>& masks, const AttentionOptions& options);
+Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
+                        TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
+                        TensorView<float> dv, const std::vector<Mask>& masks, const AttentionOptions& options);
 
 }  // namespace spattn

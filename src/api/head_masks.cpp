@@ -10,25 +10,6 @@ namespace spattn::api_detail {
 
 namespace {
 
-// Heads grouped by prepared mask (the identity of its shared cache), in order of first use.
-std::vector<MaskGroup> group_heads(const std::vector<Mask>& masks, int64_t heads) {
-  std::vector<MaskGroup> groups;
-  if (masks.size() == 1) {
-    MaskGroup all{masks.front(), {}, Plan{}};
-    for (int64_t h = 0; h < heads; ++h) all.heads.push_back(h);
-    groups.push_back(std::move(all));
-    return groups;
-  }
-  std::map<const void*, size_t> group_of;
-  for (int64_t h = 0; h < heads; ++h) {
-    const Mask& mask = masks[static_cast<size_t>(h)];
-    const auto [found, inserted] = group_of.emplace(&mask.cache(), groups.size());
-    if (inserted) groups.push_back({mask, {}, Plan{}});
-    groups[found->second].heads.push_back(h);
-  }
-  return groups;
-}
-
 // The per-head costs of every group (flash's or small_cache's) added up over the heads of one
 // batch entry.
 AlgorithmCost sum_costs(const std::vector<MaskGroup>& groups, bool flash) {
@@ -105,6 +86,24 @@ Algorithm cheaper_overall(const std::vector<MaskGroup>& groups, PlanObjective ob
 }
 
 }  // namespace
+
+std::vector<MaskGroup> group_heads(const std::vector<Mask>& masks, int64_t heads) {
+  std::vector<MaskGroup> groups;
+  if (masks.size() == 1) {
+    MaskGroup all{masks.front(), {}, Plan{}};
+    for (int64_t h = 0; h < heads; ++h) all.heads.push_back(h);
+    groups.push_back(std::move(all));
+    return groups;
+  }
+  std::map<const void*, size_t> group_of;
+  for (int64_t h = 0; h < heads; ++h) {
+    const Mask& mask = masks[static_cast<size_t>(h)];
+    const auto [found, inserted] = group_of.emplace(&mask.cache(), groups.size());
+    if (inserted) groups.push_back({mask, {}, Plan{}});
+    groups[found->second].heads.push_back(h);
+  }
+  return groups;
+}
 
 HeadsPlan plan_heads(const bounds::DenseShape& shape, const std::vector<Mask>& masks, int64_t batch,
                      int64_t heads, int64_t cache_words, Pass pass, Algorithm requested,

@@ -25,6 +25,10 @@ struct HeadsPlan {
   Plan plan;  // all heads
 };
 
+// The heads grouped by prepared mask (the identity of its shared cache), in order of first use;
+// the groups' plans left empty. `masks`: one for all heads, or exactly `heads`.
+std::vector<MaskGroup> group_heads(const std::vector<Mask>& masks, int64_t heads);
+
 // `masks`: one for all heads, or exactly `heads` (checked by the caller). Algorithm::reference
 // plans the automatic choice (for reporting). `objective`: how flash's tiles are chosen for masks.
 HeadsPlan plan_heads(const bounds::DenseShape& shape, const std::vector<Mask>& masks, int64_t batch,

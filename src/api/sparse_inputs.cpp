@@ -17,6 +17,7 @@
 #include <spattn/reference.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spattn {
@@ -119,6 +120,14 @@ bounds::DenseShape check_inputs(const char* where, const MultiHeadInputs& in) {
   return {q.seqlen(), k.seqlen(), q.head_dim(), v.head_dim()};
 }
 
+void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head, const MultiHeadInputs& in,
+                 const bounds::DenseShape& shape) {
+  // Shape-only views of q and k (no data): all that the dense API's mask checks read.
+  const TensorView<const float> q{nullptr, {in.batch, in.heads, shape.seqlen_q, shape.head_dim}, {}};
+  const TensorView<const float> k{nullptr, {in.batch, in.kv_heads, shape.seqlen_k, shape.head_dim}, {}};
+  api_detail::check_masks(where, masks, per_head, q, k);
+}
+
 SlowMatrix<const float> slow_matrix(const AttentionInput& input) {
   if (input.is_csr()) return SlowMatrix<const float>::csr(input.csr_view());
   const auto& t = input.dense_view();
@@ -132,7 +141,9 @@ namespace {
 
 using api_detail::head_matrix;
 using sparse_inputs_detail::check_inputs;
+using sparse_inputs_detail::check_masks;
 using sparse_inputs_detail::check_tensor;
+using sparse_inputs_detail::head_mask;
 using sparse_inputs_detail::slow_matrix;
 
 // Head (b, h) of a rank-4 tensor as a (1, 1, seqlen, dim) view.
@@ -178,25 +189,18 @@ void copy_out(const std::vector<double>& from, const TensorView<float>& to, int6
   }
 }
 
-void check_mask_shape(const char* where, const Mask& mask, const bounds::DenseShape& shape) {
-  if (mask.seqlen_q() != shape.seqlen_q || mask.seqlen_k() != shape.seqlen_k) {
-    fail(where, ": mask is ", mask.seqlen_q(), " x ", mask.seqlen_k(), ", but q has seqlen ",
-         shape.seqlen_q, " and k has seqlen ", shape.seqlen_k);
-  }
-}
-
 Algorithm planned_algorithm(const AttentionOptions& options) {
   return options.algorithm == Algorithm::reference ? Algorithm::automatic : options.algorithm;
 }
 
 // The fp64 reference, head by head on the densified inputs; dK and dV summed over each group.
 void reference_forward(const MultiHeadInputs& in, const TensorView<float>& o, const TensorView<float>& lse,
-                       const Mask& mask, double scale) {
+                       const std::vector<Mask>& masks, double scale) {
   for (int64_t b = 0; b < in.batch; ++b) {
     for (int64_t h = 0; h < in.heads; ++h) {
       const AttentionInputs head = in.head(b, h);
       const DoubleMatrix q = to_double(head.q), k = to_double(head.k), v = to_double(head.v);
-      const auto result = reference::forward<int64_t>(q.view, k.view, v.view, {mask.csr()}, scale);
+      const auto result = reference::forward<int64_t>(q.view, k.view, v.view, {head_mask(masks, h).csr()}, scale);
       copy_out(result.o, o, b, h);
       copy_out(result.lse, lse, b, h);
     }
@@ -204,7 +208,8 @@ void reference_forward(const MultiHeadInputs& in, const TensorView<float>& o, co
 }
 
 void reference_backward(const MultiHeadInputs& in, const TensorView<const float>& d_o, const TensorView<float>& dq,
-                        const TensorView<float>& dk, const TensorView<float>& dv, const Mask& mask, double scale) {
+                        const TensorView<float>& dk, const TensorView<float>& dv, const std::vector<Mask>& masks,
+                        double scale) {
   const int64_t group = in.heads / in.kv_heads;
   for (int64_t b = 0; b < in.batch; ++b) {
     for (int64_t g = 0; g < in.kv_heads; ++g) {
@@ -213,7 +218,8 @@ void reference_backward(const MultiHeadInputs& in, const TensorView<const float>
         const AttentionInputs head = in.head(b, h);
         const DoubleMatrix q = to_double(head.q), k = to_double(head.k), v = to_double(head.v),
                            d_od = to_double(AttentionInput::dense(head_view(d_o, b, h)));
-        const auto result = reference::backward<int64_t>(q.view, k.view, v.view, d_od.view, {mask.csr()}, scale);
+        const auto result = reference::backward<int64_t>(q.view, k.view, v.view, d_od.view,
+                                                         {head_mask(masks, h).csr()}, scale);
         copy_out(result.dq, dq, b, h);
         add_into(result.dk, dk_sum);
         add_into(result.dv, dv_sum);
@@ -224,41 +230,50 @@ void reference_backward(const MultiHeadInputs& in, const TensorView<const float>
   }
 }
 
-}  // namespace
+// Runs every (batch, query head) problem, problem(b, h, its inputs), with the plan's algorithm,
+// each mask's heads together.
+template <typename Problem, typename MakeProblem>
+void run_heads(const Plan& plan, const MultiHeadInputs& inputs, const std::vector<Mask>& masks, int64_t cache_words,
+               int threads, io::Ledger* ledger, MakeProblem&& problem) {
+  for (const api_detail::MaskGroup& group : api_detail::group_heads(masks, inputs.heads)) {
+    std::vector<Problem> problems;
+    for (int64_t b = 0; b < inputs.batch; ++b) {
+      for (const int64_t h : group.heads) problems.push_back(problem(b, h, inputs.head(b, h)));
+    }
+    api_detail::HeadRunner(plan.algorithm, plan.shape, group.mask, cache_words, plan.pass, threads, PlanObjective::words)
+        .run(problems, ledger);
+  }
+}
 
-Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse, const Mask& mask,
-                       const AttentionOptions& options) {
+Plan forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse, const std::vector<Mask>& masks,
+             bool per_head, const AttentionOptions& options) {
   const char* where = "attention_forward (sparse inputs)";
   const bounds::DenseShape shape = check_inputs(where, inputs);
   const int64_t batch = inputs.batch, heads = inputs.heads;
   check_tensor(where, "o", o, batch, heads, shape.seqlen_q, shape.head_dim_v, "seqlen_q x head_dim_v");
   check_tensor(where, "lse", lse, batch, heads, shape.seqlen_q, 1, "seqlen_q x 1");
-  check_mask_shape(where, mask, shape);
+  check_masks(where, masks, per_head, inputs, shape);
   const double scale = api_detail::resolve_scale(where, options, shape.head_dim);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
-  const Plan plan = plan_attention(inputs, mask, cache_words, Pass::forward, planned_algorithm(options));
+  const Plan plan = sparse_inputs_detail::plan_heads(shape, inputs, masks, cache_words, Pass::forward,
+                                                     planned_algorithm(options));
 
   if (options.algorithm == Algorithm::reference) {
-    reference_forward(inputs, o, lse, mask, scale);
+    reference_forward(inputs, o, lse, masks, scale);
     return plan;
   }
-  std::vector<schedules::HeadForward> problems;
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const AttentionInputs head = inputs.head(b, h);
-      problems.push_back({slow_matrix(head.q), slow_matrix(head.k), slow_matrix(head.v), head_matrix(o, b, h),
-                          head_matrix(lse, b, h), static_cast<float>(scale)});
-    }
-  }
-  api_detail::HeadRunner(plan.algorithm, plan.shape, mask, cache_words, Pass::forward, threads, PlanObjective::words)
-      .run(problems, options.ledger);
+  const auto problem = [&](int64_t b, int64_t h, const AttentionInputs& head) {
+    return schedules::HeadForward{slow_matrix(head.q), slow_matrix(head.k), slow_matrix(head.v),
+                                  head_matrix(o, b, h), head_matrix(lse, b, h), static_cast<float>(scale)};
+  };
+  run_heads<schedules::HeadForward>(plan, inputs, masks, cache_words, threads, options.ledger, problem);
   return plan;
 }
 
-Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
-                        TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
-                        TensorView<float> dv, const Mask& mask, const AttentionOptions& options) {
+Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
+              TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
+              const std::vector<Mask>& masks, bool per_head, const AttentionOptions& options) {
   const char* where = "attention_backward (sparse inputs)";
   const bounds::DenseShape shape = check_inputs(where, inputs);
   const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
@@ -269,14 +284,15 @@ Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o
   check_tensor(where, "dq", dq, batch, heads, m, d, "seqlen_q x head_dim (q's shape)");
   check_tensor(where, "dk", dk, batch, kv_heads, n, d, "seqlen_k x head_dim (k's shape)");
   check_tensor(where, "dv", dv, batch, kv_heads, n, e, "seqlen_k x head_dim_v (v's shape)");
-  check_mask_shape(where, mask, shape);
+  check_masks(where, masks, per_head, inputs, shape);
   const double scale = api_detail::resolve_scale(where, options, d);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
-  Plan plan = plan_attention(inputs, mask, cache_words, Pass::backward, planned_algorithm(options));
+  Plan plan = sparse_inputs_detail::plan_heads(shape, inputs, masks, cache_words, Pass::backward,
+                                               planned_algorithm(options));
 
   if (options.algorithm == Algorithm::reference) {
-    reference_backward(inputs, d_o, dq, dk, dv, mask, scale);
+    reference_backward(inputs, d_o, dq, dk, dv, masks, scale);
     return plan;
   }
   // Grouped-query attention: each query head's dK, dV apart, the group's added up afterwards.
@@ -285,20 +301,40 @@ Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o
   const api_detail::KvSumWords sum_words = api_detail::predict_kv_sums(sums);
   api_detail::add_kv_sum_words(plan, sum_words.reads, sum_words.writes);
   std::vector<float> delta(static_cast<size_t>(batch * heads * m));  // slow-memory scratch for D, per head
-  std::vector<schedules::HeadBackward> problems;
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const AttentionInputs head = inputs.head(b, h);
-      float* head_delta = delta.data() + static_cast<size_t>((b * heads + h) * m);
-      problems.push_back({slow_matrix(head.q), slow_matrix(head.k), slow_matrix(head.v), head_matrix(o, b, h),
-                          head_matrix(lse, b, h), head_matrix(d_o, b, h), SlowMatrix<float>::dense(head_delta, m, 1),
-                          head_matrix(dq, b, h), gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)});
-    }
-  }
-  api_detail::HeadRunner(plan.algorithm, plan.shape, mask, cache_words, Pass::backward, threads, PlanObjective::words)
-      .run(problems, options.ledger);
+  const auto problem = [&](int64_t b, int64_t h, const AttentionInputs& head) {
+    float* head_delta = delta.data() + static_cast<size_t>((b * heads + h) * m);
+    return schedules::HeadBackward{slow_matrix(head.q), slow_matrix(head.k), slow_matrix(head.v),
+                                   head_matrix(o, b, h), head_matrix(lse, b, h), head_matrix(d_o, b, h),
+                                   SlowMatrix<float>::dense(head_delta, m, 1), head_matrix(dq, b, h),
+                                   gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)};
+  };
+  run_heads<schedules::HeadBackward>(plan, inputs, masks, cache_words, threads, options.ledger, problem);
   api_detail::sum_kv_gradients(sums, cache_words, threads, options.ledger);
   return plan;
+}
+
+}  // namespace
+
+Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse, const Mask& mask,
+                       const AttentionOptions& options) {
+  return forward(inputs, o, lse, {mask}, false, options);
+}
+
+Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse,
+                       const std::vector<Mask>& masks, const AttentionOptions& options) {
+  return forward(inputs, o, lse, masks, true, options);
+}
+
+Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
+                        TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
+                        TensorView<float> dv, const Mask& mask, const AttentionOptions& options) {
+  return backward(inputs, o, lse, d_o, dq, dk, dv, {mask}, false, options);
+}
+
+Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
+                        TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
+                        TensorView<float> dv, const std::vector<Mask>& masks, const AttentionOptions& options) {
+  return backward(inputs, o, lse, d_o, dq, dk, dv, masks, true, options);
 }
 
 Plan attention_forward(const AttentionInputs& inputs, TensorView<float> o, TensorView<float> lse,

@@ -8,6 +8,8 @@
 #include <spattn/bounds.hpp>
 #include <spattn/sparse_inputs.hpp>
 
+#include <vector>
+
 namespace spattn::sparse_inputs_detail {
 
 // The counts (q: batch x heads, k and v: batch x kv_heads, kv_heads dividing heads), each input
@@ -15,6 +17,21 @@ namespace spattn::sparse_inputs_detail {
 // head of one shape and the shapes agreeing; errors name "q", "k" or "v" (with the index when
 // there are several heads). Returns the per-head shape.
 bounds::DenseShape check_inputs(const char* where, const MultiHeadInputs& inputs);
+
+// One mask for all heads (`masks` of one, named "mask") or one per query head (`per_head`, named
+// "masks[h]"), each seqlen_q x seqlen_k: attention.hpp's checks and messages (api/checks.hpp).
+void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head, const MultiHeadInputs& inputs,
+                 const bounds::DenseShape& shape);
+
+// Query head h's mask (the shared one when there is one).
+inline const Mask& head_mask(const std::vector<Mask>& masks, int64_t h) {
+  return masks.size() == 1 ? masks.front() : masks[static_cast<size_t>(h)];
+}
+
+// Every head's plan, the inputs and masks already checked: each (batch, query head) priced with
+// its own inputs and mask, the sums, and one algorithm for all heads (sparse_inputs_plan.cpp).
+Plan plan_heads(const bounds::DenseShape& shape, const MultiHeadInputs& inputs, const std::vector<Mask>& masks,
+                int64_t cache_words, Pass pass, Algorithm requested);
 
 // The input as a slow-memory view the schedules load from (dense or CSR).
 schedules::SlowMatrix<const float> slow_matrix(const AttentionInput& input);

@@ -68,11 +68,6 @@ double compulsory(const bounds::DenseShape& shape, Pass pass, const HeadInputs& 
   return words;
 }
 
-Algorithm cheaper(const AlgorithmCost& flash, const AlgorithmCost& small_cache) {
-  const bool flash_wins = flash.feasible && (!small_cache.feasible || flash.total() <= small_cache.total());
-  return flash_wins ? Algorithm::flash : Algorithm::small_cache;
-}
-
 // The ratios of the plan's words to the bound and to flash's (cost_heads = num_heads here).
 void set_ratios(Plan& plan) {
   const double total = static_cast<double>(plan.total());
@@ -94,7 +89,9 @@ Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, c
     set_words(plan.flash, flash_words(head, mask, cache_words, pass, in));
   }
   if (plan.small_cache.feasible) set_words(plan.small_cache, small_cache_words(head, mask, cache_words, pass, in));
-  if (requested == Algorithm::automatic) plan.algorithm = cheaper(plan.flash, plan.small_cache);
+  if (requested == Algorithm::automatic) {
+    plan.algorithm = choose_algorithm(plan.flash, plan.small_cache, !mask.is_full(), PlanObjective::words);
+  }
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads;
   plan.writes = chosen.writes;
@@ -113,20 +110,27 @@ Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, c
   return plan;
 }
 
+// sum += one head's cost; the sum is feasible when every head's is (the heads' masks may differ).
 void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost) {
+  sum.feasible = sum.feasible && cost.feasible;
+  sum.min_cache_words = std::max(sum.min_cache_words, cost.min_cache_words);
   sum.reads += cost.reads;
   sum.writes += cost.writes;
   sum.index_words += cost.index_words;
 }
 
-// Every head's plan summed: the words (each head's nonzeros give its own), Z_input, Z_QK, the
-// bound and the compulsory words; one algorithm for all heads (the cheaper sum when automatic).
-// The branch and theoretical switch are the first head's (each head has its own).
-Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested) {
+// Every head's plan summed: the words (each head's nonzeros and mask give its own), Z_input, Z_QK,
+// the bound and the compulsory words; one algorithm for all heads (the fewer summed words when
+// automatic, as api/head_masks.cpp chooses for dense inputs, here for PlanObjective::words). The
+// branch, theoretical switch and tiles are the first head's (each head has its own).
+Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mask) {
   Plan plan = heads.front();
   plan.num_heads = plan.cost_heads = static_cast<int64_t>(heads.size());
-  plan.flash.reads = plan.flash.writes = plan.flash.index_words = 0;
-  plan.small_cache.reads = plan.small_cache.writes = plan.small_cache.index_words = 0;
+  // The words restart from zero; feasible and min_cache_words start as the first head's (add_cost).
+  for (AlgorithmCost* cost : {&plan.flash, &plan.small_cache}) {
+    cost->reads = cost->writes = cost->index_words = 0;
+    if (!one_mask) cost->tiles += " (first mask; each head mask has its own tiles)";
+  }
   plan.z_qk = 0;
   plan.z_input = plan.compulsory = 0.0;
   plan.bound.value = plan.bound.large_cache = plan.bound.small_cache = 0.0;
@@ -142,7 +146,17 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested) {
     plan.masked = plan.masked || head.masked;
     plan.sparse_inputs = plan.sparse_inputs || head.sparse_inputs;
   }
-  plan.algorithm = requested == Algorithm::automatic ? cheaper(plan.flash, plan.small_cache) : requested;
+  if (!plan.flash.feasible && !plan.small_cache.feasible) {
+    fail("plan (sparse inputs): M = ", plan.cache_words, " words fits neither flash (needs ",
+         plan.flash.min_cache_words, ") nor small_cache (needs ", plan.small_cache.min_cache_words,
+         ") for every head's mask");
+  }
+  for (AlgorithmCost* cost : {&plan.flash, &plan.small_cache}) {
+    if (!cost->feasible) cost->reads = cost->writes = cost->index_words = 0;  // as head_masks.cpp sums
+  }
+  plan.algorithm = requested == Algorithm::automatic
+                       ? choose_algorithm(plan.flash, plan.small_cache, plan.masked, PlanObjective::words)
+                       : requested;
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads;
   plan.writes = chosen.writes;
@@ -162,16 +176,40 @@ AttentionInputs MultiHeadInputs::head(int64_t b, int64_t h) const {
           v[static_cast<size_t>(b * kv_heads + g)]};
 }
 
-Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested) {
-  const bounds::DenseShape shape = sparse_inputs_detail::check_inputs("plan (sparse inputs)", inputs);
+Plan sparse_inputs_detail::plan_heads(const bounds::DenseShape& shape, const MultiHeadInputs& inputs,
+                                      const std::vector<Mask>& masks, int64_t cache_words, Pass pass,
+                                      Algorithm requested) {
   std::vector<Plan> heads;
   for (int64_t b = 0; b < inputs.batch; ++b) {
     for (int64_t h = 0; h < inputs.heads; ++h) {
-      heads.push_back(plan_head(shape, inputs.head(b, h), mask, cache_words, pass, requested));
+      heads.push_back(plan_head(shape, inputs.head(b, h), head_mask(masks, h), cache_words, pass, requested));
     }
   }
-  return heads.size() == 1 ? heads.front() : sum_heads(heads, requested);
+  const bool one_mask = std::all_of(masks.begin(), masks.end(),
+                                    [&](const Mask& mask) { return &mask.cache() == &masks.front().cache(); });
+  return heads.size() == 1 ? heads.front() : sum_heads(heads, requested, one_mask);
+}
+
+namespace {
+
+Plan checked_plan(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, bool per_head, int64_t cache_words,
+                  Pass pass, Algorithm requested) {
+  const char* where = "plan (sparse inputs)";
+  const bounds::DenseShape shape = sparse_inputs_detail::check_inputs(where, inputs);
+  sparse_inputs_detail::check_masks(where, masks, per_head, inputs, shape);
+  return sparse_inputs_detail::plan_heads(shape, inputs, masks, cache_words, pass, requested);
+}
+
+}  // namespace
+
+Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
+                    Algorithm requested) {
+  return checked_plan(inputs, {mask}, false, cache_words, pass, requested);
+}
+
+Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, int64_t cache_words, Pass pass,
+                    Algorithm requested) {
+  return checked_plan(inputs, masks, true, cache_words, pass, requested);
 }
 
 Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
