@@ -29,6 +29,30 @@ TEST(FastMemory, LoadAndStoreCountEveryWordAndCopyTheTile) {
   EXPECT_EQ(ledger.peak_resident(), 12);
 }
 
+// The one-element moves count exactly what load / store of a 1 x 1 tile count, with the word
+// kind given, and read strided and transposed views at the right element.
+TEST(FastMemory, OneWordMovesCountOneWordOfTheirKind) {
+  std::vector<int64_t> slow = {10, 11, 12, 13, 14, 15};  // 2 x 3
+  const SlowMatrix<const int64_t> view(slow.data(), 2, 3, 3);
+  Ledger ledger;
+  FastMemory fast(10, &ledger, "test");
+  auto words = fast.allocate<int64_t>(3, "words");
+  fast.load_word(Operand::mask, view, 1, 2, words, 0, WordKind::index);
+  fast.load_word(Operand::mask, view.transposed(), 2, 0, words, 1, WordKind::index);  // (0, 2)
+  fast.load_word(Operand::s, view, 0, 1, words, 2);
+  EXPECT_EQ(std::vector<int64_t>(words.data(), words.data() + 3), (std::vector<int64_t>{15, 12, 11}));
+  EXPECT_EQ(ledger.traffic(Operand::mask, WordKind::index).reads, 2);
+  EXPECT_EQ(ledger.traffic(Operand::s, WordKind::value).reads, 1);
+  std::vector<float> out(4, 0.0f);
+  auto value = fast.allocate<float>(1, "value");
+  value[0] = 2.5f;
+  fast.store_word(Operand::p, value, 0, SlowMatrix<float>::dense(out.data(), 2, 2), 1, 0);
+  EXPECT_EQ(out, (std::vector<float>{0.0f, 0.0f, 2.5f, 0.0f}));
+  EXPECT_EQ(ledger.traffic(Operand::p, WordKind::value).writes, 1);
+  EXPECT_EQ(ledger.reads(), 3);
+  EXPECT_EQ(ledger.writes(), 1);
+}
+
 TEST(FastMemory, TransposedViewLoadsColumns) {
   std::vector<float> slow = {1, 2, 3, 4, 5, 6};  // 2 x 3
   const auto t = SlowMatrix<const float>(slow.data(), 2, 3, 3).transposed();  // 3 x 2

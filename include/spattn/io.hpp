@@ -233,6 +233,15 @@ class FastMemory {
   void load(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
             int64_t cols, FastBuffer<T>& dst, int64_t dst_offset, int64_t dst_ld,
             WordKind kind = WordKind::value);
+  // One element: load(operand, src, row, col, 1, 1, dst, dst_offset, 1, kind), small enough to
+  // inline (the density-adaptive schedule moves its index words and entry values one at a time).
+  template <typename S, typename T>
+  void load_word(Operand operand, const SlowMatrix<S>& src, int64_t row, int64_t col, FastBuffer<T>& dst,
+                 int64_t dst_offset, WordKind kind = WordKind::value);
+  // One element: store(operand, src, src_offset, 1, dst, row, col, 1, 1, kind).
+  template <typename T, typename S>
+  void store_word(Operand operand, const FastBuffer<T>& src, int64_t src_offset, const SlowMatrix<S>& dst,
+                  int64_t row, int64_t col, WordKind kind = WordKind::value);
   // Copies a rows x cols tile of `src` (row-major, leading dimension src_ld, from src_offset) to
   // `dst` at (row0, col0) and counts rows * cols writes of `operand`.
   template <typename T, typename S>

@@ -71,6 +71,27 @@ void FastMemory::load(Operand operand, const SlowMatrix<S>& src, int64_t row0, i
   if (ledger_ != nullptr) ledger_->add_read(operand, kind, rows * cols);
 }
 
+template <typename S, typename T>
+inline void FastMemory::load_word(Operand operand, const SlowMatrix<S>& src, int64_t row, int64_t col,
+                                  FastBuffer<T>& dst, int64_t dst_offset, WordKind kind) {
+  if (src.is_csr_) {
+    load(operand, src, row, col, 1, 1, dst, dst_offset, 1, kind);
+    return;
+  }
+  assert(row >= 0 && col >= 0 && row < src.rows_ && col < src.cols_ && dst_offset < dst.words());
+  dst.data()[dst_offset] = static_cast<T>(src.data_[row * src.row_stride_ + col * src.col_stride_]);
+  if (ledger_ != nullptr) ledger_->add_read(operand, kind, 1);
+}
+
+template <typename T, typename S>
+inline void FastMemory::store_word(Operand operand, const FastBuffer<T>& src, int64_t src_offset,
+                                   const SlowMatrix<S>& dst, int64_t row, int64_t col, WordKind kind) {
+  assert(row >= 0 && col >= 0 && row < dst.rows_ && col < dst.cols_ && src_offset < src.words());
+  assert(!dst.is_csr_);  // CSR views are read-only inputs
+  dst.data_[row * dst.row_stride_ + col * dst.col_stride_] = static_cast<S>(src.data()[src_offset]);
+  if (ledger_ != nullptr) ledger_->add_write(operand, kind, 1);
+}
+
 // The CSR reader of io.hpp's counting rule, counting each word as it reads it (csr_tile_words is
 // the independent formula the predictions use).
 template <typename S, typename T>

@@ -76,7 +76,7 @@ class ScoreGradient {
     }
   }
   float finish(FastMemory& fast, int64_t r, float sum, int64_t position) {
-    fast.load(Operand::p, p_, position, 0, 1, 1, p_word_, 0, 1);
+    fast.load_word(Operand::p, p_, position, 0, p_word_, 0);
     return p_word_[0] * (sum - delta_rows_[r]);
   }
   void end_block(FastMemory& /*fast*/, const BlockWalker& /*walker*/) {}

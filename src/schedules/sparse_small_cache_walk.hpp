@@ -18,6 +18,7 @@
 #pragma once
 
 #include "schedules/head_problem.hpp"
+#include "schedules/small_cache_kernels.hpp"
 #include "schedules/sparse_small_cache.hpp"
 
 #include <spattn/io.hpp>
@@ -118,7 +119,7 @@ class BlockWalker {
       }
       int64_t position = cursor_[r];
       if (s_.transposed) {
-        fast.load(io::Operand::mask, s_.position, cursor_[r], 0, 1, 1, position_, 0, 1, io::WordKind::index);
+        fast.load_word(io::Operand::mask, s_.position, cursor_[r], 0, position_, 0, io::WordKind::index);
         position = position_[0];
       }
       entry(r, slot, position);
@@ -173,7 +174,7 @@ class BlockWalker {
   // end.
   void peek(io::FastMemory& fast, int64_t r) {
     if (cursor_[r] < bounds_[r + 1]) {
-      fast.load(io::Operand::mask, s_.idx, cursor_[r], 0, 1, 1, next_, r, 1, io::WordKind::index);
+      fast.load_word(io::Operand::mask, s_.idx, cursor_[r], 0, next_, r, io::WordKind::index);
     } else {
       next_[r] = s_.num_cols;
     }
@@ -217,16 +218,6 @@ class BlockWalker {
   io::FastBuffer<int64_t> marker_;
   io::FastBuffer<int64_t> position_;
 };
-
-inline float dot(const float* a, const float* b, int64_t count) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < count; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-inline void axpy(float alpha, const float* x, float* y, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) y[i] += alpha * x[i];
-}
 
 // The number of chunks of `chunk` columns covering `width` (the last may be short).
 inline int64_t chunk_count(int64_t width, int64_t chunk) { return (width + chunk - 1) / chunk; }
@@ -284,14 +275,14 @@ void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t w
               fast.load(op.b_op, op.b, col, col0, 1, cols, b_rows, slot * ld, ld);
             },
             [&](int64_t r, int64_t slot, int64_t position) {
-              float sum = dot(panel.data() + r * ld, b_rows.data() + slot * ld, cols);
+              // (small_cache_kernels: vectorized, in a fixed order whatever the thread count)
+              float sum = small_cache_kernels::dot(panel.data() + r * ld, b_rows.data() + slot * ld, cols);
               if (c > 0) {
-                fast.load(op.partial_op, op.values, position, 0, 1, 1, value, 0, 1);
+                fast.load_word(op.partial_op, op.values, position, 0, value, 0);
                 sum = value[0] + sum;
               }
               value[0] = last ? hooks.finish(fast, r, sum, position) : sum;
-              fast.store(last ? op.final_op : op.partial_op, value, 0, 1, op.values, position, 0, 1,
-                         1);
+              fast.store_word(last ? op.final_op : op.partial_op, value, 0, op.values, position, 0);
             });
       }
     }
@@ -340,9 +331,9 @@ void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t wi
             fast.load(op.b_op, op.b, col, col0, 1, cols, b_rows, slot * ld, ld);
           },
           [&](int64_t r, int64_t slot, int64_t position) {
-            fast.load(op.value_op, op.values, position, 0, 1, 1, value, 0, 1);
-            axpy(hooks.transform(r, value[0]), b_rows.data() + slot * ld, acc.data() + r * ld,
-                 cols);
+            fast.load_word(op.value_op, op.values, position, 0, value, 0);
+            small_cache_kernels::axpy(hooks.transform(r, value[0]), b_rows.data() + slot * ld,
+                                      acc.data() + r * ld, cols);
           });
       if (op.alpha != 1.0f) {
         for (int64_t i = 0; i < rows * ld; ++i) acc[i] *= op.alpha;
