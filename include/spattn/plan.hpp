@@ -34,9 +34,9 @@ const char* pass_name(Pass pass);  // "forward" / "backward"
 //          pairs the visited tiles compute, never above small_cache's words (docs/block_sparse.md,
 //          "Tile choice for a mask"): smaller tiles on banded masks, fewer wasted pairs, 1.3x to 2x
 //          faster on windows, documents and BigBird, up to 3.4x more words. Auto runs the
-//          density-adaptive small_cache only when flash moves more than
-//          kSparseSmallCacheWordCost times its words: it walks the mask entry by entry, so each of
-//          its words costs more time than one of flash's (docs/results.md section 4).
+//          density-adaptive small_cache only when flash moves more than 2.5 times its words
+//          (below): it walks the mask entry by entry, so each of its words costs more time than
+//          one of flash's (docs/api.md, "Words or time"; docs/results.md section 4).
 enum class PlanObjective { words, time };
 const char* plan_objective_name(PlanObjective objective);  // "words" / "time"
 PlanObjective parse_plan_objective(const std::string& name);
