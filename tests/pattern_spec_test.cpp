@@ -3,6 +3,8 @@
 #include <sparse_formats/error.hpp>
 #include <sparse_formats/patterns.hpp>
 
+#include "support/pattern_checks.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,16 +18,7 @@ namespace sf = sparse_formats;
 
 namespace {
 
-template <typename Fn>
-void expect_error(Fn&& fn, const std::string& expected) {
-  try {
-    fn();
-    ADD_FAILURE() << "no FormatError, expected: " << expected;
-  } catch (const sf::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos)
-        << "message: " << e.what() << "\nexpected to contain: " << expected;
-  }
-}
+using spattn::testing::pattern_checks::expect_error;
 
 void expect_spec_error(const std::string& spec, const std::string& expected) {
   SCOPED_TRACE("spec: " + spec);
