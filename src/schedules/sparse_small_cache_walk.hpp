@@ -129,16 +129,31 @@ class BlockWalker {
   }
 
   // Every row per window; the next window starts at the smallest next column, found on the way.
+  // Rows are checked kScanGroup at a time: a branch-free minimum over the group's next columns
+  // (the common case on a sparse block: no row of the group is in the window, and the minimum is
+  // all the scan needs), and row by row only where one is (perf: the per-row compare and minimum
+  // was most of a density-0.02 sweep with one-column windows; whole runs 1.0x to 1.3x faster).
+  static constexpr int64_t kScanGroup = 16;
   template <typename Touch, typename Entry>
   void scan_walk(io::FastMemory& fast, Touch& touch, Entry& entry) {
-    int64_t window_begin = *std::min_element(next_.data(), next_.data() + rows_);
+    const int64_t* next = next_.data();
+    int64_t window_begin = *std::min_element(next, next + rows_);
     while (window_begin < s_.num_cols) {
       const int64_t window_end = std::min(window_begin + block_cols_, s_.num_cols);
       ++window_;
       int64_t following = s_.num_cols;
-      for (int64_t r = 0; r < rows_; ++r) {
-        visit_row(fast, r, window_begin, window_end, touch, entry);
-        following = std::min(following, next_[r]);
+      for (int64_t r0 = 0; r0 < rows_; r0 += kScanGroup) {
+        const int64_t r1 = std::min(r0 + kScanGroup, rows_);
+        int64_t group_min = s_.num_cols;
+        for (int64_t r = r0; r < r1; ++r) group_min = std::min(group_min, next[r]);
+        if (group_min >= window_end) {
+          following = std::min(following, group_min);
+          continue;
+        }
+        for (int64_t r = r0; r < r1; ++r) {
+          visit_row(fast, r, window_begin, window_end, touch, entry);
+          following = std::min(following, next[r]);
+        }
       }
       window_begin = following;
     }
@@ -244,9 +259,18 @@ struct SddmmOperands {
   io::Operand final_op;
 };
 
+// A worker's share of a sweep: row blocks first_block, first_block + block_step, ... (one
+// worker: all of them). Blocks share no state, so any split computes the same bits and the
+// workers' words sum to the one-worker count.
+struct BlockShare {
+  int64_t first_block = 0;
+  int64_t block_step = 1;
+};
+
 template <typename Hooks>
 void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
-                 const SparseSweepTiles& tiles, const SddmmOperands& op, Hooks& hooks) {
+                 const SparseSweepTiles& tiles, const SddmmOperands& op, Hooks& hooks,
+                 const BlockShare& share = {}) {
   const int64_t ld = tiles.chunk;
   BlockWalker walker(fast, structure, tiles.block_rows, tiles.block_cols);
   io::FastBuffer<float> panel =
@@ -256,7 +280,8 @@ void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t w
   io::FastBuffer<float> value = fast.allocate<float>(1, "sparse_small_cache entry value");
   // A dense width of 0 still has one (empty) chunk: the entries are written (S = 0).
   const int64_t chunks = std::max<int64_t>(1, chunk_count(width, ld));
-  for (int64_t row0 = 0; row0 < structure.num_rows; row0 += tiles.block_rows) {
+  for (int64_t row0 = share.first_block * tiles.block_rows; row0 < structure.num_rows;
+       row0 += share.block_step * tiles.block_rows) {
     walker.load_block(fast, row0, std::min(tiles.block_rows, structure.num_rows - row0));
     hooks.begin_block(fast, walker);
     if (walker.block_nnz() > 0) {
@@ -307,7 +332,8 @@ struct SpmmOperands {
 
 template <typename Hooks>
 void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
-                const SparseSweepTiles& tiles, const SpmmOperands& op, Hooks& hooks) {
+                const SparseSweepTiles& tiles, const SpmmOperands& op, Hooks& hooks,
+                const BlockShare& share = {}) {
   if (width == 0) return;
   const int64_t ld = tiles.chunk;
   BlockWalker walker(fast, structure, tiles.block_rows, tiles.block_cols);
@@ -317,7 +343,8 @@ void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t wi
       fast.allocate<float>(tiles.block_cols * ld, "sparse_small_cache B rows");
   io::FastBuffer<float> value = fast.allocate<float>(1, "sparse_small_cache entry value");
   const int64_t chunks = chunk_count(width, ld);
-  for (int64_t row0 = 0; row0 < structure.num_rows; row0 += tiles.block_rows) {
+  for (int64_t row0 = share.first_block * tiles.block_rows; row0 < structure.num_rows;
+       row0 += share.block_step * tiles.block_rows) {
     walker.load_block(fast, row0, std::min(tiles.block_rows, structure.num_rows - row0));
     hooks.begin_block(fast, walker);
     const int64_t rows = walker.rows();
