@@ -39,8 +39,7 @@ HeadRunner::HeadRunner(Algorithm algorithm, const bounds::DenseShape& shape, con
   } else if (sparse) {
     sparse_mask_ = mask.cache().small_cache(mask);
     // The tiles the planner priced (from the mask's counts), so the count equals the prediction.
-    sparse_tiles_ = schedules::sparse_small_cache_tiles(head, *mask.cache().small_cache_counts(mask),
-                                                        cache_words, pass);
+    sparse_tiles_ = mask.cache().small_cache_tiles(mask, head, cache_words, pass);
   } else {
     small_tiles_ = schedules::small_cache_tiles(head, cache_words, pass);
   }
@@ -70,16 +69,24 @@ void HeadRunner::run_heads(const std::vector<Problem>& heads, io::Ledger* ledger
   }
   const auto num_heads = static_cast<int64_t>(heads.size());
   if (num_heads == 0) return;
-  // Fewer heads than threads: whole heads would leave threads idle, so the dense schedule splits
-  // each head's row blocks over the whole team, heads one after another (the same bits as one
-  // worker: small_cache.hpp). The sparse schedule has no team form: it keeps one worker per head.
-  if (!sparse_mask_ && num_heads < threads_) {
+  // Fewer heads than threads: whole heads would leave threads idle, so each head's row blocks are
+  // split over the whole team, heads one after another (the same bits as one worker:
+  // small_cache.hpp, sparse_small_cache.hpp).
+  if (num_heads < threads_) {
     cpu::WorkerMemories memories(threads_, cache_words_, ledger, name);
     for (const Problem& head : heads) {
       if constexpr (forward) {
-        schedules::small_cache_forward(memories, head, small_tiles_);
+        if (sparse_mask_) {
+          schedules::sparse_small_cache_forward(memories, head, *sparse_mask_, sparse_tiles_);
+        } else {
+          schedules::small_cache_forward(memories, head, small_tiles_);
+        }
       } else {
-        schedules::small_cache_backward(memories, head, small_tiles_);
+        if (sparse_mask_) {
+          schedules::sparse_small_cache_backward(memories, head, *sparse_mask_, sparse_tiles_);
+        } else {
+          schedules::small_cache_backward(memories, head, small_tiles_);
+        }
       }
     }
     memories.merge_ledgers();

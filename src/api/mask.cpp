@@ -132,6 +132,22 @@ std::shared_ptr<const schedules::SparseMaskCounts> MaskCache::small_cache_counts
   return small_cache_counts_;
 }
 
+schedules::SparseSmallCacheTiles MaskCache::small_cache_tiles(const Mask& mask,
+                                                             const schedules::HeadShape& shape,
+                                                             int64_t cache_words, Pass pass) {
+  const TilesKey key{shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass)};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = small_cache_tiles_.find(key);
+    if (found != small_cache_tiles_.end()) return found->second;
+  }
+  // Chosen outside the lock (other shapes' calls go on); a race chooses the same tiles twice.
+  const auto tiles = schedules::sparse_small_cache_tiles(shape, *small_cache_counts(mask), cache_words, pass);
+  std::lock_guard<std::mutex> lock(mutex_);
+  small_cache_tiles_.emplace(key, tiles);
+  return tiles;
+}
+
 bool MaskCache::find_costs(const CostKey& key, Costs& costs) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto found = costs_.find(key);

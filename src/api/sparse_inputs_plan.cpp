@@ -45,8 +45,7 @@ SparseIo small_cache_words(const HeadShape& head, const Mask& mask, int64_t cach
     return schedules::predict_small_cache_words(head, schedules::small_cache_tiles(head, cache_words, pass),
                                                 inputs);
   }
-  const auto tiles = schedules::sparse_small_cache_tiles(head, *mask.cache().small_cache_counts(mask),
-                                                         cache_words, pass);
+  const auto tiles = mask.cache().small_cache_tiles(mask, head, cache_words, pass);
   return schedules::predict_sparse_small_cache_words(head, *mask.cache().small_cache(mask), tiles, inputs);
 }
 

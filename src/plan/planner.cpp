@@ -99,7 +99,7 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
   if (!cost.feasible) return cost;
   // From the mask's counts alone: the schedule's structure is built only if small_cache runs.
   const auto counts = mask.cache().small_cache_counts(mask);
-  const auto tiles = schedules::sparse_small_cache_tiles(shape, *counts, cache_words, pass);
+  const auto tiles = mask.cache().small_cache_tiles(mask, shape, cache_words, pass);
   const auto io = pass == Pass::forward
                       ? schedules::predict_sparse_small_cache_forward(shape, *counts, tiles)
                       : schedules::predict_sparse_small_cache_backward(shape, *counts, tiles);
