@@ -354,6 +354,48 @@ TEST(SparseSmallCache, NativeRunIsBitIdenticalToCountedRun) {
   }
 }
 
+// The team schedules (each sweep's row or key blocks split round-robin over workers with fast
+// memories of their own) against the one-worker schedule: the same bits for 1, 2 and 3 workers,
+// and the words the workers move sum to the prediction. M = 60 and 400 make many blocks per
+// sweep (so every worker has some); M = 5000 makes one or two (so some workers have none).
+TEST(SparseSmallCache, WorkersGiveTheOneWorkerBitsAndMoveThePredictedWords) {
+  for (const HeadShape shape : {HeadShape{97, 45, 16, 16}, HeadShape{257, 7, 8, 3}}) {
+    const auto mask = sparse_formats::random_pattern(shape.seqlen_q, shape.seqlen_k, 0.2, 5);
+    const SparseSmallCacheMask prepared = prepare(mask);
+    for (int64_t cache_words : {60, 400, 5000}) {
+      const auto forward_tiles = sparse_small_cache_tiles(shape, prepared, cache_words, Pass::forward);
+      const auto backward_tiles = sparse_small_cache_tiles(shape, prepared, cache_words, Pass::backward);
+      Problem one(shape);
+      run_forward(one, prepared, cache_words, nullptr);
+      run_backward(one, prepared, cache_words, nullptr);
+      EXPECT_GT(max_abs(widen(one.dk)), 1e-3);
+      for (int workers : {1, 2, 3}) {
+        const std::string where = std::to_string(workers) + " workers, M " + std::to_string(cache_words);
+        Problem team(shape);
+        Ledger forward_ledger, backward_ledger;
+        spattn::cpu::WorkerMemories forward_memories(workers, cache_words, &forward_ledger, "f");
+        sparse_small_cache_forward(forward_memories, team.forward(), prepared, forward_tiles);
+        forward_memories.merge_ledgers();
+        spattn::cpu::WorkerMemories backward_memories(workers, cache_words, &backward_ledger, "b");
+        sparse_small_cache_backward(backward_memories, team.backward(), prepared, backward_tiles);
+        backward_memories.merge_ledgers();
+        EXPECT_EQ(team.o, one.o) << where;
+        EXPECT_EQ(team.lse, one.lse) << where;
+        EXPECT_EQ(team.dq, one.dq) << where;
+        EXPECT_EQ(team.dk, one.dk) << where;
+        EXPECT_EQ(team.dv, one.dv) << where;
+        const SparseIo forward_words = predict_sparse_small_cache_forward(shape, prepared, forward_tiles);
+        const SparseIo backward_words = predict_sparse_small_cache_backward(shape, prepared, backward_tiles);
+        EXPECT_EQ(forward_ledger.reads(), forward_words.total().reads) << where;
+        EXPECT_EQ(forward_ledger.writes(), forward_words.total().writes) << where;
+        EXPECT_EQ(backward_ledger.reads(), backward_words.total().reads) << where;
+        EXPECT_EQ(backward_ledger.writes(), backward_words.total().writes) << where;
+        EXPECT_LE(backward_ledger.peak_resident(), sparse_small_cache_fast_words(backward_tiles)) << where;
+      }
+    }
+  }
+}
+
 TEST(SparseSmallCache, CacheBelowTheMinimumIsRejectedStatingIt) {
   const auto mask = prepare(sparse_formats::random_pattern(8, 8, 0.5, 1));
   const HeadShape shape{8, 8, 4, 4};

@@ -40,6 +40,7 @@
 // Operand::mask; S, P, dS (and the partial sums, booked as s and dp) as values.
 #pragma once
 
+#include "cpu/workers.hpp"
 #include "schedules/head_problem.hpp"  // HeadShape, HeadForward, HeadBackward, IoCount, Pass
 #include "schedules/sparse_mask_counts.hpp"
 
@@ -173,6 +174,19 @@ void sparse_small_cache_forward(io::FastMemory& fast, const HeadForward& head,
 void sparse_small_cache_backward(io::FastMemory& fast, const HeadBackward& head,
                                  const SparseSmallCacheMask& mask,
                                  const SparseSmallCacheTiles& tiles);
+
+// The same schedules on a team of workers, one thread and one fast memory each (the model: M per
+// core): each sweep's row blocks (key blocks for dK and dV) are split round-robin over the
+// workers, who meet between sweeps that read what the one before wrote (S after the scores; P,
+// then dS). Each block is computed by one worker exactly as in the one-worker schedule, so the
+// results are bit-identical for any number of workers and the words the workers move sum to the
+// prediction (each worker's peak is at most sparse_small_cache_fast_words). Checks as above, on
+// every worker's fast memory. A sweep has ceil(rows / block_rows) blocks: large tiles (a large M
+// over a short sequence) leave workers idle.
+void sparse_small_cache_forward(cpu::WorkerMemories& workers, const HeadForward& head,
+                                const SparseSmallCacheMask& mask, const SparseSmallCacheTiles& tiles);
+void sparse_small_cache_backward(cpu::WorkerMemories& workers, const HeadBackward& head,
+                                 const SparseSmallCacheMask& mask, const SparseSmallCacheTiles& tiles);
 
 namespace sparse_small_cache_detail {
 

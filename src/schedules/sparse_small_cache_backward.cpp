@@ -4,6 +4,7 @@
 //   dQ = scale dS K                    SpMM sweep over the rows
 //   dK = scale dS^T Q,  dV = P^T dO    SpMM sweeps over the transposed structure
 #include "schedules/sparse_small_cache.hpp"
+#include "schedules/small_cache.hpp"
 #include "schedules/small_cache_kernels.hpp"
 #include "schedules/sparse_small_cache_walk.hpp"
 
@@ -20,6 +21,9 @@ using io::FastBuffer;
 using io::FastMemory;
 using io::Operand;
 using namespace sparse_small_cache_detail;
+using small_cache_detail::Memories;
+using small_cache_detail::memories_of;
+using small_cache_detail::run_on;
 
 // Forward line: P = exp(S - L). The last chunk's sum becomes P with the row's LSE, loaded once
 // per row block for the rows with entries (an attending row has a finite LSE).
@@ -121,15 +125,17 @@ HeadShape check_backward(const HeadBackward& head, const SparseSmallCacheMask& m
 
 }  // namespace
 
-void sparse_small_cache_backward(FastMemory& fast, const HeadBackward& head,
-                                 const SparseSmallCacheMask& mask,
-                                 const SparseSmallCacheTiles& tiles) {
+namespace {
+
+void backward_on(const Memories& memories, const HeadBackward& head, const SparseSmallCacheMask& mask,
+                 const SparseSmallCacheTiles& tiles) {
   const HeadShape shape = check_backward(head, mask);
   check_tiles("sparse_small_cache_backward", shape, mask, tiles, Pass::backward);
-  check_room("sparse_small_cache_backward", fast, tiles);
+  for (const FastMemory* fast : memories) check_room("sparse_small_cache_backward", *fast, tiles);
   const int64_t m = shape.seqlen_q;
   const int64_t n = shape.seqlen_k;
   const int64_t nnz = mask.nnz();
+  const auto workers = static_cast<int64_t>(memories.size());
 
   const WalkStructure rows{m,
                            n,
@@ -148,23 +154,43 @@ void sparse_small_cache_backward(FastMemory& fast, const HeadBackward& head,
   const auto p = SlowMatrix<float>::dense(p_storage.data(), nnz, 1);
   const auto ds = SlowMatrix<float>::dense(ds_storage.data(), nnz, 1);
 
-  {
+  // Each sweep reads what the one before wrote: the workers meet between sweeps.
+  run_on(memories, [&](FastMemory& fast, int worker) {
     Probabilities hooks(fast, head.lse, head.scale, tiles.probs.block_rows);
     sddmm_sweep(fast, rows, shape.head_dim, tiles.probs,
-                {Operand::q, head.q, Operand::k, head.k, p, Operand::s, Operand::p}, hooks);
-  }
-  {
+                {Operand::q, head.q, Operand::k, head.k, p, Operand::s, Operand::p}, hooks,
+                {worker, workers});
+  });
+  run_on(memories, [&](FastMemory& fast, int worker) {
     ScoreGradient hooks(fast, head.o, p, tiles.d_scores.block_rows);
     sddmm_sweep(fast, rows, shape.head_dim_v, tiles.d_scores,
-                {Operand::d_o, head.d_o, Operand::v, head.v, ds, Operand::dp, Operand::ds}, hooks);
-  }
-  Identity identity;
-  spmm_sweep(fast, rows, shape.head_dim, tiles.dq,
-             {Operand::ds, ds, Operand::k, head.k, Operand::dq, head.dq, head.scale}, identity);
-  spmm_sweep(fast, keys, shape.head_dim, tiles.dk,
-             {Operand::ds, ds, Operand::q, head.q, Operand::dk, head.dk, head.scale}, identity);
-  spmm_sweep(fast, keys, shape.head_dim_v, tiles.dv,
-             {Operand::p, p, Operand::d_o, head.d_o, Operand::dv, head.dv, 1.0f}, identity);
+                {Operand::d_o, head.d_o, Operand::v, head.v, ds, Operand::dp, Operand::ds}, hooks,
+                {worker, workers});
+  });
+  // dQ (rows), dK and dV (keys) write disjoint outputs from what is now final: one meeting.
+  run_on(memories, [&](FastMemory& fast, int worker) {
+    Identity identity;
+    const BlockShare share{worker, workers};
+    spmm_sweep(fast, rows, shape.head_dim, tiles.dq,
+               {Operand::ds, ds, Operand::k, head.k, Operand::dq, head.dq, head.scale}, identity, share);
+    spmm_sweep(fast, keys, shape.head_dim, tiles.dk,
+               {Operand::ds, ds, Operand::q, head.q, Operand::dk, head.dk, head.scale}, identity, share);
+    spmm_sweep(fast, keys, shape.head_dim_v, tiles.dv,
+               {Operand::p, p, Operand::d_o, head.d_o, Operand::dv, head.dv, 1.0f}, identity, share);
+  });
+}
+
+}  // namespace
+
+void sparse_small_cache_backward(FastMemory& fast, const HeadBackward& head,
+                                 const SparseSmallCacheMask& mask,
+                                 const SparseSmallCacheTiles& tiles) {
+  backward_on({&fast}, head, mask, tiles);
+}
+
+void sparse_small_cache_backward(cpu::WorkerMemories& workers, const HeadBackward& head,
+                                 const SparseSmallCacheMask& mask, const SparseSmallCacheTiles& tiles) {
+  backward_on(memories_of(workers), head, mask, tiles);
 }
 
 }  // namespace spattn::schedules

@@ -1,6 +1,7 @@
 // The density-adaptive small-cache forward (sparse_small_cache.hpp; docs/sparse_small_cache.md):
 //   S = scale Q K^T at the mask      SDDMM sweep; LSE from running row statistics
 //   O = exp(S - LSE) V               SpMM sweep; P made from S as it is loaded, never written
+#include "schedules/small_cache.hpp"
 #include "schedules/sparse_small_cache.hpp"
 #include "schedules/sparse_small_cache_walk.hpp"
 
@@ -17,6 +18,9 @@ using io::FastBuffer;
 using io::FastMemory;
 using io::Operand;
 using namespace sparse_small_cache_detail;
+using small_cache_detail::Memories;
+using small_cache_detail::memories_of;
+using small_cache_detail::run_on;
 
 constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 
@@ -108,15 +112,17 @@ HeadShape check_forward(const HeadForward& head, const SparseSmallCacheMask& mas
 
 }  // namespace
 
-void sparse_small_cache_forward(FastMemory& fast, const HeadForward& head,
-                                const SparseSmallCacheMask& mask,
-                                const SparseSmallCacheTiles& tiles) {
+namespace {
+
+void forward_on(const Memories& memories, const HeadForward& head, const SparseSmallCacheMask& mask,
+                const SparseSmallCacheTiles& tiles) {
   const HeadShape shape = check_forward(head, mask);
   check_tiles("sparse_small_cache_forward", shape, mask, tiles, Pass::forward);
-  check_room("sparse_small_cache_forward", fast, tiles);
+  for (const FastMemory* fast : memories) check_room("sparse_small_cache_forward", *fast, tiles);
   const int64_t m = shape.seqlen_q;
   const int64_t n = shape.seqlen_k;
   const int64_t nnz = mask.nnz();
+  const auto workers = static_cast<int64_t>(memories.size());
 
   const WalkStructure rows{m,
                            n,
@@ -128,16 +134,30 @@ void sparse_small_cache_forward(FastMemory& fast, const HeadForward& head,
   std::vector<float> s_storage(static_cast<size_t>(nnz));
   const auto s = SlowMatrix<float>::dense(s_storage.data(), nnz, 1);
 
-  {
+  run_on(memories, [&](FastMemory& fast, int worker) {
     RowStatistics hooks(fast, head.lse, head.scale, tiles.scores.block_rows);
     sddmm_sweep(fast, rows, shape.head_dim, tiles.scores,
-                {Operand::q, head.q, Operand::k, head.k, s, Operand::s, Operand::s}, hooks);
-  }
-  {
+                {Operand::q, head.q, Operand::k, head.k, s, Operand::s, Operand::s}, hooks,
+                {worker, workers});
+  });
+  run_on(memories, [&](FastMemory& fast, int worker) {
     SoftmaxOnLoad hooks(fast, head.lse, tiles.output.block_rows);
     spmm_sweep(fast, rows, shape.head_dim_v, tiles.output,
-               {Operand::s, s, Operand::v, head.v, Operand::o, head.o, 1.0f}, hooks);
-  }
+               {Operand::s, s, Operand::v, head.v, Operand::o, head.o, 1.0f}, hooks, {worker, workers});
+  });
+}
+
+}  // namespace
+
+void sparse_small_cache_forward(FastMemory& fast, const HeadForward& head,
+                                const SparseSmallCacheMask& mask,
+                                const SparseSmallCacheTiles& tiles) {
+  forward_on({&fast}, head, mask, tiles);
+}
+
+void sparse_small_cache_forward(cpu::WorkerMemories& workers, const HeadForward& head,
+                                const SparseSmallCacheMask& mask, const SparseSmallCacheTiles& tiles) {
+  forward_on(memories_of(workers), head, mask, tiles);
 }
 
 }  // namespace spattn::schedules
