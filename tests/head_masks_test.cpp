@@ -61,8 +61,8 @@ TEST(HeadMasks, EveryAlgorithmMatchesTheReferenceAndCountsWhatItPredicts) {
   }
 }
 
-// Over the heads' summed predictions: for words the smaller total, for time small_cache only where
-// flash moves more than 2.5x its words (the masks are not full).
+// Over the heads' summed predictions: for words the smaller total, for time the smaller summed
+// time price (the masks are not full).
 TEST(HeadMasks, AutomaticPicksOneAlgorithmWithTheSmallerTotal) {
   const std::vector<Mask> masks = masks_of(kFourMasks, 64, 64);
   ApiProblem p(1, 4, 4, 64, 64, 16);
@@ -74,9 +74,10 @@ TEST(HeadMasks, AutomaticPicksOneAlgorithmWithTheSmallerTotal) {
       const auto [forward_plan, backward_plan] = p.run(masks, options);
       for (const spattn::Plan& plan : {forward_plan, backward_plan}) {
         ASSERT_TRUE(plan.masked);
-        const double weight = objective == spattn::PlanObjective::time ? 2.5 : 1.0;
         const bool flash_cheaper =
-            plan.flash.feasible && static_cast<double>(plan.flash.total()) <= weight * static_cast<double>(plan.small_cache.total());
+            plan.flash.feasible &&
+            (objective == spattn::PlanObjective::time ? plan.flash.time_price <= plan.small_cache.time_price
+                                                      : plan.flash.total() <= plan.small_cache.total());
         EXPECT_EQ(plan.algorithm, flash_cheaper ? Algorithm::flash : Algorithm::small_cache)
             << m << " " << spattn::plan_objective_name(objective);
       }

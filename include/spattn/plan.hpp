@@ -34,18 +34,24 @@ const char* pass_name(Pass pass);  // "forward" / "backward"
 //          pairs the visited tiles compute, never above small_cache's words (docs/block_sparse.md,
 //          "Tile choice for a mask"): smaller tiles on banded masks, fewer wasted pairs, 1.3x to 2x
 //          faster on windows, documents and BigBird, up to 3.4x more words. Auto runs the
-//          density-adaptive small_cache only when flash moves more than 2.5 times its words
-//          (below): it walks the mask entry by entry, so each of its words costs more time than
-//          one of flash's (docs/api.md, "Words or time"; docs/results.md section 4).
+//          algorithm with the smaller AlgorithmCost::time_price (below): words and flops in one
+//          currency, small_cache's flops over a mask priced kSparseSmallCacheFlopCost times
+//          flash's (docs/api.md, "Words or time"; docs/results.md section 4).
 enum class PlanObjective { words, time };
 const char* plan_objective_name(PlanObjective objective);  // "words" / "time"
 PlanObjective parse_plan_objective(const std::string& name);
 
-// The exchange rate of PlanObjective::time's choice: the density-adaptive small_cache's native
-// time per predicted word over block-sparse flash's, as a fraction (5 / 2), measured on uniform
-// random masks of density 0.002 to 0.05 (docs/results.md section 4).
-inline constexpr int64_t kSparseSmallCacheWordCostNumerator = 5;
-inline constexpr int64_t kSparseSmallCacheWordCostDenominator = 2;
+// The exchange rates of PlanObjective::time, in flops of flash's kernels. A word moved costs
+// kTimeFlopsPerWord (also the rate flash's tiles are chosen with: about 13 measured from a sweep
+// of the window's forward, docs/block_sparse.md). A flop of the density-adaptive small_cache
+// costs kSparseSmallCacheFlopCost: it walks the mask entry by entry (one-word moves, 16- to
+// 64-wide products, a scan or a heap per window) where flash runs register-blocked tiles. Chosen
+// on uniform random masks (density 0.002 to 0.05, n 1024 and 4096, d 64 and 128, forward and
+// backward, both on two threads): per flop small_cache took 17x to 190x flash's time, the most
+// at low density, where it is 4x faster anyway; 32 made the fewest wrong choices of 16 to 96
+// (docs/results.md section 4).
+inline constexpr int64_t kTimeFlopsPerWord = 16;
+inline constexpr int64_t kSparseSmallCacheFlopCost = 32;
 
 // One algorithm's prediction for one head.
 struct AlgorithmCost {
@@ -55,6 +61,14 @@ struct AlgorithmCost {
   int64_t writes = 0;
   int64_t index_words = 0;      // of reads + writes, the mask-structure (index) words
   std::string tiles;            // e.g. "block_q 56, block_k 3" or "S 16x16x1, O 16x16x1"
+  // The run's arithmetic, per head (0 when infeasible, and for sparse-input plans, which are
+  // priced by words only): 2 per multiply-add of its products, over every pair of flash's visited
+  // tiles and over small_cache's pairs (all of them dense, the mask's entries sparse).
+  int64_t flops = 0;
+  // PlanObjective::time's price of the run, per head, in flops of flash's kernels (0 where flops
+  // is): kTimeFlopsPerWord x words + flops, the flops of small_cache over a mask weighted by
+  // kSparseSmallCacheFlopCost.
+  int64_t time_price = 0;
   int64_t total() const { return reads + writes; }
 };
 
@@ -107,7 +121,8 @@ struct Plan {
 };
 
 // Auto's choice between two predictions (feasible or not; at least one feasible): the feasible
-// one, or by the objective above (masked: the problem has a mask other than full); flash on a tie.
+// one, or by the objective above (masked: the problem has a mask other than full): the fewer
+// words, or for time over a mask the smaller time_price; flash on a tie.
 Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& small_cache, bool masked,
                            PlanObjective objective);
 

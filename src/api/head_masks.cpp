@@ -23,10 +23,12 @@ AlgorithmCost sum_costs(const std::vector<MaskGroup>& groups, bool flash) {
     sum.reads += cost.reads * heads;
     sum.writes += cost.writes * heads;
     sum.index_words += cost.index_words * heads;
+    sum.flops += cost.flops * heads;
+    sum.time_price += cost.time_price * heads;
     if (sum.tiles.empty()) sum.tiles = cost.tiles;
   }
   if (groups.size() > 1) sum.tiles += " (first mask; each head mask has its own tiles)";
-  if (!sum.feasible) sum.reads = sum.writes = sum.index_words = 0;
+  if (!sum.feasible) sum.reads = sum.writes = sum.index_words = sum.flops = sum.time_price = 0;
   return sum;
 }
 

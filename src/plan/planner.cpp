@@ -3,6 +3,7 @@
 #include <spattn/plan.hpp>
 
 #include "api/mask_cache.hpp"
+#include "schedules/arithmetic.hpp"
 #include "schedules/flash.hpp"
 #include "schedules/flash_mask.hpp"
 #include "schedules/flash_tile_choice.hpp"
@@ -34,6 +35,12 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
   return out.str();
 }
 
+// A feasible prediction's flops and its time price (plan.hpp), its flops weighted by flop_cost.
+void set_flops(AlgorithmCost& cost, int64_t flops, int64_t flop_cost) {
+  cost.flops = flops;
+  cost.time_price = kTimeFlopsPerWord * cost.total() + flop_cost * flops;
+}
+
 AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
   AlgorithmCost cost;
   cost.min_cache_words = schedules::small_cache_min_cache_words(shape, pass);
@@ -44,6 +51,7 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
                                         : schedules::predict_small_cache_backward(shape, tiles);
   cost.reads = io.reads;
   cost.writes = io.writes;
+  set_flops(cost, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass), 1);
   if (pass == Pass::forward) {
     cost.tiles = matmul_tiles_text("S", tiles.scores) + ", " + matmul_tiles_text("O", tiles.output);
   } else {
@@ -75,6 +83,7 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   cost.reads = words.total().reads;
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
+  set_flops(cost, schedules::flash_flops(shape, flash_mask.get(), pass), 1);
   std::ostringstream text;
   text << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;
   if (pass == Pass::backward) {
@@ -106,6 +115,7 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
   cost.reads = io.total().reads;
   cost.writes = io.total().writes;
   cost.index_words = io.indices.total();
+  set_flops(cost, schedules::small_cache_flops(shape, counts->nnz(), pass), kSparseSmallCacheFlopCost);
   cost.tiles = pass == Pass::forward
                    ? sweep_text("S", tiles.scores) + ", " + sweep_text("O", tiles.output)
                    : sweep_text("P", tiles.probs) + ", " + sweep_text("dS", tiles.d_scores) + ", " +
@@ -139,17 +149,18 @@ Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cach
 }
 
 // Positive when auto prefers small_cache over flash (both feasible), negative when flash, 0 on a
-// tie (flash): the predicted words, small_cache's weighted under the time objective over a mask.
-int64_t choice_margin(int64_t flash_words, int64_t small_cache_words, bool masked, PlanObjective objective) {
-  if (!masked || objective == PlanObjective::words) return flash_words - small_cache_words;
-  return kSparseSmallCacheWordCostDenominator * flash_words - kSparseSmallCacheWordCostNumerator * small_cache_words;
+// tie (flash): the predicted words, or under the time objective over a mask the time prices.
+int64_t choice_margin(const AlgorithmCost& flash, const AlgorithmCost& small_cache, bool masked,
+                      PlanObjective objective) {
+  if (!masked || objective == PlanObjective::words) return flash.total() - small_cache.total();
+  return flash.time_price - small_cache.time_price;
 }
 
 // choice_margin at M (both must be feasible there).
 int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
                         Pass pass, PlanObjective objective) {
   const Costs costs = costs_at(shape, mask, cache_words, pass, objective);
-  return choice_margin(costs.flash.total(), costs.small_cache.total(), mask != nullptr, objective);
+  return choice_margin(costs.flash, costs.small_cache, mask != nullptr, objective);
 }
 
 // Every M at which auto's choice (the sign of choice_margin) changes, searching powers of two from the
@@ -255,8 +266,7 @@ PlanObjective parse_plan_objective(const std::string& name) {
 Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& small_cache, bool masked,
                            PlanObjective objective) {
   if (!flash.feasible || !small_cache.feasible) return flash.feasible ? Algorithm::flash : Algorithm::small_cache;
-  return choice_margin(flash.total(), small_cache.total(), masked, objective) > 0 ? Algorithm::small_cache
-                                                                                   : Algorithm::flash;
+  return choice_margin(flash, small_cache, masked, objective) > 0 ? Algorithm::small_cache : Algorithm::flash;
 }
 
 Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
@@ -356,7 +366,9 @@ std::string Plan::to_string() const {
     } else {
       const int64_t repeats = num_heads / std::max<int64_t>(cost_heads, 1);
       out << cost.total() * repeats << " words (" << cost.reads * repeats << " reads, "
-          << cost.writes * repeats << " writes); tiles " << cost.tiles << '\n';
+          << cost.writes * repeats << " writes)";
+      if (cost.flops > 0) out << ", " << static_cast<double>(cost.flops * repeats) << " flops";
+      out << "; tiles " << cost.tiles << '\n';
     }
   };
   out << "plan (" << pass_name(pass) << "): seqlen_q " << shape.seqlen_q << ", seqlen_k "
@@ -377,9 +389,8 @@ std::string Plan::to_string() const {
   if (requested != Algorithm::automatic) {
     out << " (requested)";
   } else if (masked && objective == PlanObjective::time) {
-    out << " (chosen for time: small_cache only where flash moves more than "
-        << static_cast<double>(kSparseSmallCacheWordCostNumerator) / kSparseSmallCacheWordCostDenominator
-        << "x its words)";
+    out << " (chosen for time: the smaller " << kTimeFlopsPerWord << " x words + flops, small_cache's flops x "
+        << kSparseSmallCacheFlopCost << ")";
   } else {
     out << " (chosen: smaller predicted I/O)";
   }

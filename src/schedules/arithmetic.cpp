@@ -1,0 +1,35 @@
+// The arithmetic of the schedules (arithmetic.hpp).
+#include "schedules/arithmetic.hpp"
+
+#include "schedules/flash_mask.hpp"
+
+namespace spattn::schedules {
+
+int64_t stored_pairs(const FlashTileLists& lists) {
+  int64_t pairs = 0;
+  for (int64_t outer = 0; outer < lists.num_outer_tiles(); ++outer) {
+    const int64_t rows = flash_detail::tile_rows(lists.outer_rows, lists.outer_block, outer);
+    for (int64_t at = lists.tile_ptr[static_cast<size_t>(outer)];
+         at < lists.tile_ptr[static_cast<size_t>(outer) + 1]; ++at) {
+      const int64_t inner = lists.entries[static_cast<size_t>(at)] / 2;  // (2 tile + partial)
+      pairs += rows * flash_detail::tile_rows(lists.inner_rows, lists.inner_block, inner);
+    }
+  }
+  return pairs;
+}
+
+int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass) {
+  const int64_t d = shape.head_dim, e = shape.head_dim_v;
+  const int64_t all_pairs = shape.seqlen_q * shape.seqlen_k;
+  const int64_t query_pairs = mask != nullptr ? stored_pairs(mask->query_rows) : all_pairs;
+  if (pass == Pass::forward) return 2 * (d + e) * query_pairs;
+  const int64_t key_pairs = mask != nullptr ? stored_pairs(mask->key_cols) : all_pairs;
+  return (4 * d + 2 * e) * query_pairs + 4 * (d + e) * key_pairs;
+}
+
+int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass) {
+  const int64_t d = shape.head_dim, e = shape.head_dim_v;
+  return (pass == Pass::forward ? 2 * (d + e) : 6 * d + 4 * e) * pairs;
+}
+
+}  // namespace spattn::schedules

@@ -1,0 +1,38 @@
+// The arithmetic each schedule does, next to the words it moves: what PlanObjective::time prices
+// (spattn/plan.hpp; docs/api.md, "Words or time"). Flops are 2 per multiply-add of the products
+// over head_dim (d) or head_dim_v (e); the softmax's exponentials and the row statistics are left
+// out (they are per pair or per row, the same order for every schedule).
+//
+//   flash (dense or block-sparse)   every pair of every visited (query tile, key tile), attended
+//                                   or not (a partial tile computes its masked pairs too):
+//     forward   2 (d + e) per pair              S = Q K^T, O += P V
+//     backward  (4 d + 2 e) per pair of the     S, dP = dO V^T, dQ += dS K
+//               dQ pass' tiles, 4 (d + e) per   S, dP, dK += dS^T Q, dV += P^T dO
+//               pair of the dK/dV pass' tiles
+//   small_cache (dense: every pair; density-adaptive: the mask's entries), once per pair:
+//     forward   2 (d + e)                        S, O
+//     backward  6 d + 4 e                        P, dP, dQ, dK, dV
+#pragma once
+
+#include "schedules/flash.hpp"
+
+#include <cstdint>
+
+namespace spattn::schedules {
+
+struct FlashMask;
+struct FlashTileLists;
+
+// Pairs in the stored tiles of one direction of a FlashMask (edge tiles count their real rows and
+// columns). O(stored tiles).
+int64_t stored_pairs(const FlashTileLists& lists);
+
+// flash's flops over `mask` (built for the tiles that run and for `pass`), or dense
+// (mask == nullptr: every pair, whatever the tiles). O(stored tiles).
+int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass);
+
+// small_cache's flops over `pairs` computed pairs: seqlen_q x seqlen_k for the dense schedule,
+// the mask's nnz for the density-adaptive one. O(1).
+int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass);
+
+}  // namespace spattn::schedules
