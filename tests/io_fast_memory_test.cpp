@@ -62,6 +62,41 @@ TEST(FastMemory, TransposedViewLoadsColumns) {
   EXPECT_EQ(std::vector<float>(tile.data(), tile.data() + 6), (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
+// read_tile counts what load counts; it reads rows in place only where they already lie as the
+// buffer would hold them (row stride == the buffer's leading dimension, unit column stride, the
+// same type), and otherwise copies them into the buffer exactly as load does.
+TEST(FastMemory, ReadTileCountsLikeLoadAndReadsInPlaceOnlyWhereTheLayoutMatches) {
+  std::vector<float> slow(4 * 5);
+  std::iota(slow.begin(), slow.end(), 0.0f);  // 4 x 5, element (r, c) = 5 r + c
+  Ledger ledger;
+  FastMemory fast(40, &ledger, "test");
+  auto tile = fast.allocate<float>(15, "tile");
+  const auto rows = SlowMatrix<const float>::dense(slow.data(), 4, 5);
+  // Rows 1..2, all 5 columns, leading dimension 5: in place.
+  const float* in_place = fast.read_tile(Operand::k, rows, 1, 0, 2, 5, tile, 0, 5);
+  EXPECT_EQ(in_place, slow.data() + 5);
+  EXPECT_EQ(ledger.traffic(Operand::k, WordKind::value).reads, 10);
+  // Columns 2..4 of rows 1..2 at leading dimension 5: still in place (the kernel reads 3 per row).
+  EXPECT_EQ(fast.read_tile(Operand::k, rows, 1, 2, 2, 3, tile, 0, 5), slow.data() + 7);
+  // Leading dimension 3 != row stride 5: copied, as load() copies.
+  tile[0] = -1.0f;
+  const float* copied = fast.read_tile(Operand::v, rows, 1, 2, 2, 3, tile, 0, 3);
+  EXPECT_EQ(copied, tile.data());
+  EXPECT_EQ(std::vector<float>(copied, copied + 6), (std::vector<float>{7, 8, 9, 12, 13, 14}));
+  // A transposed view (column stride 5): copied.
+  const float* columns = fast.read_tile(Operand::q, rows.transposed(), 0, 1, 3, 2, tile, 4, 2);
+  EXPECT_EQ(columns, tile.data() + 4);
+  EXPECT_EQ(std::vector<float>(columns, columns + 6), (std::vector<float>{5, 10, 6, 11, 7, 12}));  // (r, c) = 5 c + r
+  // Another element type (double to float): copied with the conversion.
+  const std::vector<double> wide = {0.5, 1.5, 2.5, 3.5};
+  const float* converted = fast.read_tile(Operand::lse, SlowMatrix<const double>::dense(wide.data(), 4, 1), 1, 0,
+                                          3, 1, tile, 0, 1);
+  EXPECT_EQ(converted, tile.data());
+  EXPECT_EQ(std::vector<float>(converted, converted + 3), (std::vector<float>{1.5f, 2.5f, 3.5f}));
+  EXPECT_EQ(ledger.reads(), 10 + 6 + 6 + 6 + 3);
+  EXPECT_EQ(ledger.traffic(Operand::lse, WordKind::value).reads, 3);
+}
+
 TEST(FastMemory, ResidencyIsTrackedAndReleased) {
   Ledger ledger;
   FastMemory fast(10, &ledger, "test");

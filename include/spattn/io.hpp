@@ -233,6 +233,16 @@ class FastMemory {
   void load(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
             int64_t cols, FastBuffer<T>& dst, int64_t dst_offset, int64_t dst_ld,
             WordKind kind = WordKind::value);
+  // load()'s count, and where the kernel may read the tile: `src` itself when its rows already lie
+  // as the buffer would hold them (not CSR, element type T, unit column stride, row stride
+  // dst_ld), else dst (from dst_offset) after load(). The values are the same either way, so no
+  // result depends on which; dst stays allocated (in the model the words are resident). Natively
+  // the tile is then read in place, as from a hardware cache, instead of copied first (the copies
+  // of the streamed tiles were a fifth of a sliding window's flash forward and backward at d 64).
+  template <typename S, typename T>
+  const T* read_tile(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
+                     int64_t cols, FastBuffer<T>& dst, int64_t dst_offset, int64_t dst_ld,
+                     WordKind kind = WordKind::value);
   // One element: load(operand, src, row, col, 1, 1, dst, dst_offset, 1, kind), small enough to
   // inline (the density-adaptive schedule moves its index words and entry values one at a time).
   template <typename S, typename T>

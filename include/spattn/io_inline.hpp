@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cassert>
+#include <type_traits>
 #include <string>
 #include <utility>
 
@@ -69,6 +70,23 @@ void FastMemory::load(Operand operand, const SlowMatrix<S>& src, int64_t row0, i
     }
   }
   if (ledger_ != nullptr) ledger_->add_read(operand, kind, rows * cols);
+}
+
+template <typename S, typename T>
+const T* FastMemory::read_tile(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0,
+                               int64_t rows, int64_t cols, FastBuffer<T>& dst, int64_t dst_offset,
+                               int64_t dst_ld, WordKind kind) {
+  if constexpr (std::is_same_v<std::remove_const_t<S>, T>) {
+    if (!src.is_csr_ && src.col_stride_ == 1 && src.row_stride_ == dst_ld) {
+      assert(row0 >= 0 && col0 >= 0 && rows >= 0 && cols >= 0);
+      assert(row0 + rows <= src.rows_ && col0 + cols <= src.cols_);
+      assert(rows == 0 || cols == 0 || dst_offset + (rows - 1) * dst_ld + cols <= dst.words());
+      if (ledger_ != nullptr) ledger_->add_read(operand, kind, rows * cols);
+      return src.data_ + row0 * src.row_stride_ + col0;
+    }
+  }
+  load(operand, src, row0, col0, rows, cols, dst, dst_offset, dst_ld, kind);
+  return dst.data() + dst_offset;
 }
 
 template <typename S, typename T>

@@ -111,19 +111,20 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
       const VisitedTile query = queries.next();
       const int64_t q0 = query.tile * cq;
       const int64_t rows_q = tile_rows(n_q, cq, query.tile);
-      fast.load(Operand::q, p.q, q0, 0, rows_q, d, q_tile, 0, d);
-      fast.load(Operand::d_o, p.d_o, q0, 0, rows_q, e, do_tile, 0, e);
-      fast.load(Operand::lse, p.lse, q0, 0, rows_q, 1, lse, 0, 1);
-      fast.load(Operand::delta, p.delta, q0, 0, rows_q, 1, delta, 0, 1);
+      // (read in place where the rows already lie as the tiles would: io.hpp, read_tile)
+      const float* q_rows = fast.read_tile(Operand::q, p.q, q0, 0, rows_q, d, q_tile, 0, d);
+      const float* do_rows = fast.read_tile(Operand::d_o, p.d_o, q0, 0, rows_q, e, do_tile, 0, e);
+      const float* lse_rows = fast.read_tile(Operand::lse, p.lse, q0, 0, rows_q, 1, lse, 0, 1);
+      const float* delta_rows = fast.read_tile(Operand::delta, p.delta, q0, 0, rows_q, 1, delta, 0, 1);
       // forward: S = scale Q K^T, P = softmax(S), O = P V  ->  dV = P^T dO, dP = dO V^T,
       // dS = P ∘ (dP - D), dK = scale dS^T Q (scale applied once, below)
       flash_kernels::DkdvTile step;
       step.k_t = k_tile.data();
       step.v_t = v_tile.data();
-      step.q = q_tile.data();
-      step.d_o = do_tile.data();
-      step.lse = lse.data();
-      step.delta = delta.data();
+      step.q = q_rows;
+      step.d_o = do_rows;
+      step.lse = lse_rows;
+      step.delta = delta_rows;
       step.rows_k = rows_k;
       step.rows_q = rows_q;
       step.d = d;
@@ -178,8 +179,8 @@ void dq_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const
       const VisitedTile key = keys.next();
       const int64_t k0 = key.tile * bk;
       const int64_t rows_k = tile_rows(n_k, bk, key.tile);
-      fast.load(Operand::k, p.k, k0, 0, rows_k, d, k_tile, 0, d);
-      fast.load(Operand::v, p.v, k0, 0, rows_k, e, v_tile, 0, e);
+      const float* k_rows = fast.read_tile(Operand::k, p.k, k0, 0, rows_k, d, k_tile, 0, d);
+      const float* v_rows = fast.read_tile(Operand::v, p.v, k0, 0, rows_k, e, v_tile, 0, e);
       // P and dS recomputed as in the dK/dV pass; forward: S = scale Q K^T  ->  dQ = scale dS K
       // (scale applied once, below)
       flash_kernels::DqTile step;
@@ -187,8 +188,8 @@ void dq_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const
       step.do_t = do_tile.data();
       step.lse = lse.data();
       step.delta = delta.data();
-      step.k = k_tile.data();
-      step.v = v_tile.data();
+      step.k = k_rows;
+      step.v = v_rows;
       step.rows_q = rows_q;
       step.rows_k = rows_k;
       step.d = d;

@@ -109,12 +109,13 @@ void forward_worker(io::FastMemory& fast, const std::vector<HeadForward>& heads,
       const VisitedTile key = keys.next();
       const int64_t k0 = key.tile * bk;
       const int64_t rows_k = tile_rows(n_k, bk, key.tile);
-      fast.load(Operand::k, problem.k, k0, 0, rows_k, d, k_tile, 0, d);
-      fast.load(Operand::v, problem.v, k0, 0, rows_k, e, v_tile, 0, e);
+      // (read in place where the rows already lie as the tiles would: io.hpp, read_tile)
+      const float* k_rows = fast.read_tile(Operand::k, problem.k, k0, 0, rows_k, d, k_tile, 0, d);
+      const float* v_rows = fast.read_tile(Operand::v, problem.v, k0, 0, rows_k, e, v_tile, 0, e);
       flash_kernels::ForwardTile step;
       step.q_t = q_tile.data();
-      step.k = k_tile.data();
-      step.v = v_tile.data();
+      step.k = k_rows;
+      step.v = v_rows;
       step.rows_q = rows_q;
       step.rows_k = rows_k;
       step.d = d;
