@@ -192,6 +192,8 @@ TEST(SparseInputsHeadMasks, EveryAlgorithmMatchesTheReferenceAndCountsWhatItPred
         EXPECT_EQ(plan.cost_heads, kBatch * kHeads);
         EXPECT_EQ(plan.z_qk, kBatch * pairs);
         EXPECT_TRUE(plan.sparse_inputs);
+        EXPECT_TRUE(plan.head_masks);
+        EXPECT_TRUE(contains(plan.to_string(), "masks (one per head)")) << plan.to_string();
         EXPECT_TRUE(contains(plan.flash.tiles, "each head mask has its own tiles")) << plan.flash.tiles;
         if (algorithm == Algorithm::reference) continue;
         expect_counted_is_predicted(got.forward_plan, got.forward_ledger);
@@ -206,17 +208,21 @@ TEST(SparseInputsHeadMasks, EveryAlgorithmMatchesTheReferenceAndCountsWhatItPred
           EXPECT_EQ(two.backward_ledger.writes(), got.backward_ledger.writes());
         }  // grouped-query dK, dV sums, counted and predicted
         // One algorithm for all heads, each head priced with its own inputs and its own mask.
-        int64_t reads = 0, writes = 0;
+        int64_t reads = 0, writes = 0, flash_flops = 0, small_cache_flops = 0;
         for (int64_t b = 0; b < kBatch; ++b) {
           for (int64_t h = 0; h < kHeads; ++h) {
             const Plan head = plan_attention(in.head(b, h), masks[static_cast<size_t>(h)], kCache, Pass::forward,
                                              plan.algorithm);
             reads += head.reads;
             writes += head.writes;
+            flash_flops += head.flash.flops;
+            small_cache_flops += head.small_cache.flops;
           }
         }
         EXPECT_EQ(plan.reads, reads);
         EXPECT_EQ(plan.writes, writes);
+        EXPECT_EQ(plan.flash.flops, flash_flops);
+        EXPECT_EQ(plan.small_cache.flops, small_cache_flops);
         if (algorithm == Algorithm::automatic) {
           // Each pass chooses once for all heads: the fewer words summed over them.
           for (const Plan* pass_plan : {&got.forward_plan, &got.backward_plan}) {
@@ -273,6 +279,10 @@ TEST(SparseInputsHeadMasks, TheSameMaskForEveryHeadIsTheOneMaskCall) {
     expect_same_outputs(per_head, shared);
     EXPECT_EQ(per_head.backward_plan.algorithm, shared.backward_plan.algorithm);
     EXPECT_EQ(per_head.backward_plan.total(), shared.backward_plan.total());
+    EXPECT_FALSE(per_head.backward_plan.head_masks);  // copies of one mask: one mask for all heads
+    EXPECT_FALSE(shared.backward_plan.head_masks);
+    EXPECT_EQ(per_head.backward_plan.flash.flops, shared.backward_plan.flash.flops);
+    EXPECT_GT(shared.backward_plan.flash.flops, 0);
     EXPECT_EQ(per_head.backward_ledger.reads(), shared.backward_ledger.reads());
     EXPECT_EQ(per_head.backward_ledger.writes(), shared.backward_ledger.writes());
     EXPECT_EQ(per_head.forward_plan.flash.tiles, shared.forward_plan.flash.tiles);

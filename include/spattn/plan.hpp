@@ -61,9 +61,9 @@ struct AlgorithmCost {
   int64_t writes = 0;
   int64_t index_words = 0;      // of reads + writes, the mask-structure (index) words
   std::string tiles;            // e.g. "block_q 56, block_k 3" or "S 16x16x1, O 16x16x1"
-  // The run's arithmetic, per head (0 when infeasible, and for sparse-input plans, which are
-  // priced by words only): 2 per multiply-add of its products, over every pair of flash's visited
-  // tiles and over small_cache's pairs (all of them dense, the mask's entries sparse).
+  // The run's arithmetic, per head (0 when infeasible): 2 per multiply-add of its products, over
+  // every pair of flash's visited tiles and over small_cache's pairs (all of them dense, the
+  // mask's entries sparse; CSR inputs are scattered into dense tiles, so the same).
   int64_t flops = 0;
   // PlanObjective::time's price of the run, per head, in flops of flash's kernels (0 where flops
   // is): kTimeFlopsPerWord x words + flops, the flops of small_cache over a mask weighted by
@@ -103,6 +103,9 @@ struct Plan {
   bool switch_searched = false;
   // Q, K or V given as CSR (sparse_inputs.hpp): the switch is never searched for such plans.
   bool sparse_inputs = false;
+  // The heads have masks of their own (one Mask per query head, not all the same): z_qk and the
+  // costs are the heads' sums, and the tiles printed are the first mask's.
+  bool head_masks = false;
 
   // The mask. For a full mask the bound is the dense one above (Saha-Ye / Theorem 1.1); for any
   // other mask it is the sparse bound min{Z_input^2/M, Z_input sqrt(Z_QK)/sqrt(M)}, with

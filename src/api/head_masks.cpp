@@ -49,6 +49,7 @@ Plan combine(const std::vector<MaskGroup>& groups, int64_t batch, int64_t heads)
   Plan plan = groups.front().plan;
   plan.num_heads = batch * heads;
   plan.cost_heads = heads;
+  plan.head_masks = true;
   plan.flash = sum_costs(groups, true);
   plan.small_cache = sum_costs(groups, false);
   plan.reads = plan.writes = 0;

@@ -49,10 +49,14 @@ SparseIo small_cache_words(const HeadShape& head, const Mask& mask, int64_t cach
   return schedules::predict_sparse_small_cache_words(head, *mask.cache().small_cache(mask), tiles, inputs);
 }
 
+// The CSR inputs' words in place of the dense inputs' (the flops stay: the tiles are the same),
+// the time price following the words (plan.hpp: kTimeFlopsPerWord per word).
 void set_words(AlgorithmCost& cost, const SparseIo& words) {
+  const int64_t dense_words = cost.total();
   cost.reads = words.total().reads;
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
+  cost.time_price += kTimeFlopsPerWord * (cost.total() - dense_words);
 }
 
 // Every input read once (a full-width read of a CSR input: its nonzeros and index words) and every
@@ -116,6 +120,8 @@ void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost) {
   sum.reads += cost.reads;
   sum.writes += cost.writes;
   sum.index_words += cost.index_words;
+  sum.flops += cost.flops;
+  sum.time_price += cost.time_price;
 }
 
 // Every head's plan summed: the words (each head's nonzeros and mask give its own), Z_input, Z_QK,
@@ -125,9 +131,10 @@ void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost) {
 Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mask) {
   Plan plan = heads.front();
   plan.num_heads = plan.cost_heads = static_cast<int64_t>(heads.size());
+  plan.head_masks = !one_mask;
   // The words restart from zero; feasible and min_cache_words start as the first head's (add_cost).
   for (AlgorithmCost* cost : {&plan.flash, &plan.small_cache}) {
-    cost->reads = cost->writes = cost->index_words = 0;
+    cost->reads = cost->writes = cost->index_words = cost->flops = cost->time_price = 0;
     if (!one_mask) cost->tiles += " (first mask; each head mask has its own tiles)";
   }
   plan.z_qk = 0;
@@ -151,7 +158,7 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
          ") for every head's mask");
   }
   for (AlgorithmCost* cost : {&plan.flash, &plan.small_cache}) {
-    if (!cost->feasible) cost->reads = cost->writes = cost->index_words = 0;  // as head_masks.cpp sums
+    if (!cost->feasible) cost->reads = cost->writes = cost->index_words = cost->flops = cost->time_price = 0;  // as head_masks.cpp sums
   }
   plan.algorithm = requested == Algorithm::automatic
                        ? choose_algorithm(plan.flash, plan.small_cache, plan.masked, PlanObjective::words)

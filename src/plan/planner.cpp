@@ -377,10 +377,10 @@ std::string Plan::to_string() const {
   if (masked) {
     const double area = static_cast<double>(shape.seqlen_q) * static_cast<double>(shape.seqlen_k) *
                         static_cast<double>(std::max<int64_t>(cost_heads, 1));
-    // Several cost heads: one mask per head, or (sparse inputs) one mask with every head's own
-    // nonzeros, so Z_QK and Z_input are the heads' sums.
+    // Several cost heads: one mask per head, or (sparse inputs) every head's own nonzeros with one
+    // mask or one per head, so Z_QK and Z_input are the heads' sums.
     const std::string over = cost_heads > 1 ? " over " + std::to_string(cost_heads) + " heads" : std::string();
-    out << "  mask" << (cost_heads > 1 && !sparse_inputs ? "s (one per head)" : "") << ": " << z_qk
+    out << "  mask" << (head_masks ? "s (one per head)" : "") << ": " << z_qk
         << " attended pairs" << over << " (density " << static_cast<double>(z_qk) / area
         << "); Z_input = (nnz(Q) + nnz(K)) / 2 = " << z_input
         << (cost_heads > 1 && sparse_inputs ? " summed" + over : std::string()) << "\n";
@@ -430,7 +430,7 @@ std::string Plan::to_string() const {
                   theoretical_switch > 0 ? static_cast<double>(switch_cache_words) / theoretical_switch : 0.0,
                   masked ? "Z_input^2 / Z_QK" : "d^2", theoretical_switch);
     out << line;
-  } else if (cost_heads > 1 && !sparse_inputs) {
+  } else if (head_masks) {
     out << "  switch: not searched for per-head masks (each mask has its own)\n";
   } else if (!switch_searched) {
     // Only dense-input plans can search it (sparse_inputs.hpp's plan never does).
