@@ -31,7 +31,7 @@ HeadRunner::HeadRunner(Algorithm algorithm, const bounds::DenseShape& shape, con
                         ? schedules::small_cache_words(costs.second)
                         : schedules::small_cache_words(head, *mask.cache().small_cache_counts(mask), cache_words, pass);
       }
-      flash_tiles_ = schedules::masked_flash_tiles(head, cache_words, pass, mask.csr(), max_words, objective);
+      flash_tiles_ = mask.cache().flash_tiles(mask, head, cache_words, pass, max_words, objective);
       flash_mask_ = mask.cache().flash(mask, flash_tiles_, pass);
     } else {
       flash_tiles_ = schedules::flash_tiles(head, cache_words, pass);

@@ -148,6 +148,23 @@ schedules::SparseSmallCacheTiles MaskCache::small_cache_tiles(const Mask& mask,
   return tiles;
 }
 
+schedules::FlashTiles MaskCache::flash_tiles(const Mask& mask, const schedules::HeadShape& shape,
+                                             int64_t cache_words, Pass pass, int64_t max_words,
+                                             PlanObjective objective) {
+  const FlashTilesKey key{shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass), max_words,
+                          static_cast<int>(objective)};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = flash_tiles_.find(key);
+    if (found != flash_tiles_.end()) return found->second;
+  }
+  // Chosen outside the lock, as small_cache_tiles.
+  const auto tiles = schedules::masked_flash_tiles(shape, cache_words, pass, mask.csr(), max_words, objective);
+  std::lock_guard<std::mutex> lock(mutex_);
+  flash_tiles_.emplace(key, tiles);
+  return tiles;
+}
+
 bool MaskCache::find_costs(const CostKey& key, Costs& costs) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto found = costs_.find(key);

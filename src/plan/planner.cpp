@@ -74,7 +74,7 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
   const auto tiles = mask != nullptr
-                         ? schedules::masked_flash_tiles(shape, cache_words, pass, mask->csr(), max_words, objective)
+                         ? mask->cache().flash_tiles(*mask, shape, cache_words, pass, max_words, objective)
                          : schedules::flash_tiles(shape, cache_words, pass);
   const auto flash_mask = mask != nullptr ? mask->cache().flash(*mask, tiles, pass) : nullptr;
   const auto words = pass == Pass::forward
