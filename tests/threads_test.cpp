@@ -186,59 +186,34 @@ TEST(Threads, CountedEqualsPredictedWhenTheWorkersLedgersAreMerged) {
 }
 
 TEST(Threads, SmallCacheWithFewerHeadsThanThreadsSplitsEachHeadWithTheSameBitsAndWords) {
-  // 1 and 2 heads on up to 4 threads: each head's row blocks are split over the whole team
-  // (head_runner.cpp). M = 700 makes several row blocks per product at n = 97.
-  const Mask full = Mask::full(97, 97);
-  for (int64_t heads : {1, 2}) {
-    Problem one(1, heads, 97, 20);
-    AttentionOptions options;
-    options.algorithm = Algorithm::small_cache;
-    options.cache_words = 700;
-    options.threads = 1;
-    one.run(full, options);
-    EXPECT_GT(spattn::testing::max_abs(std::vector<double>(one.dq.begin(), one.dq.end())), 1e-3);
-    for (int threads : {2, 3, 4}) {
-      SCOPED_TRACE(std::to_string(heads) + " heads, threads " + std::to_string(threads));
-      Problem many(1, heads, 97, 20);
-      AttentionOptions forward_options = options, backward_options = options;
-      spattn::io::Ledger forward_ledger, backward_ledger;
-      forward_options.threads = backward_options.threads = threads;
-      forward_options.ledger = &forward_ledger;
-      backward_options.ledger = &backward_ledger;
-      const auto [forward_plan, backward_plan] = many.run(full, forward_options, backward_options);
-      expect_same_bits(one, many);
-      EXPECT_EQ(forward_plan.algorithm, Algorithm::small_cache);
-      expect_counted_is_predicted(forward_ledger, forward_plan, 700);
-      expect_counted_is_predicted(backward_ledger, backward_plan, 700);
-    }
-  }
-}
-
-TEST(Threads, SparseSmallCacheWithFewerHeadsThanThreadsSplitsEachHeadWithTheSameBitsAndWords) {
-  // The density-adaptive schedule over a mask, 1 and 2 heads on up to 4 threads: each sweep's
-  // blocks are split over the whole team (head_runner.cpp). M = 700 makes several blocks per sweep.
-  const Mask mask = Mask::from_spec("random:p=0.1,seed=4", 97, 97);
-  for (int64_t heads : {1, 2}) {
-    Problem one(1, heads, 97, 20);
-    AttentionOptions options;
-    options.algorithm = Algorithm::small_cache;
-    options.cache_words = 700;
-    options.threads = 1;
-    one.run(mask, options);
-    EXPECT_GT(spattn::testing::max_abs(std::vector<double>(one.dk.begin(), one.dk.end())), 1e-3);
-    for (int threads : {2, 3, 4}) {
-      SCOPED_TRACE(std::to_string(heads) + " heads, threads " + std::to_string(threads));
-      Problem many(1, heads, 97, 20);
-      AttentionOptions forward_options = options, backward_options = options;
-      spattn::io::Ledger forward_ledger, backward_ledger;
-      forward_options.threads = backward_options.threads = threads;
-      forward_options.ledger = &forward_ledger;
-      backward_options.ledger = &backward_ledger;
-      const auto [forward_plan, backward_plan] = many.run(mask, forward_options, backward_options);
-      expect_same_bits(one, many);
-      EXPECT_EQ(backward_plan.algorithm, Algorithm::small_cache);
-      expect_counted_is_predicted(forward_ledger, forward_plan, 700);
-      expect_counted_is_predicted(backward_ledger, backward_plan, 700);
+  // 1 and 2 heads on up to 4 threads: each head's row blocks (the dense schedule's products, the
+  // density-adaptive schedule's sweeps over a mask) are split over the whole team
+  // (head_runner.cpp). M = 700 makes several row blocks per product or sweep at n = 97.
+  const std::vector<Mask> masks{Mask::full(97, 97), Mask::from_spec("random:p=0.1,seed=4", 97, 97)};
+  for (const Mask& mask : masks) {
+    for (int64_t heads : {1, 2}) {
+      Problem one(1, heads, 97, 20);
+      AttentionOptions options;
+      options.algorithm = Algorithm::small_cache;
+      options.cache_words = 700;
+      options.threads = 1;
+      one.run(mask, options);
+      EXPECT_GT(spattn::testing::max_abs(std::vector<double>(one.dq.begin(), one.dq.end())), 1e-3);
+      for (int threads : {2, 3, 4}) {
+        SCOPED_TRACE(std::string(mask.is_full() ? "full" : "random") + ", " + std::to_string(heads) +
+                     " heads, threads " + std::to_string(threads));
+        Problem many(1, heads, 97, 20);
+        AttentionOptions forward_options = options, backward_options = options;
+        spattn::io::Ledger forward_ledger, backward_ledger;
+        forward_options.threads = backward_options.threads = threads;
+        forward_options.ledger = &forward_ledger;
+        backward_options.ledger = &backward_ledger;
+        const auto [forward_plan, backward_plan] = many.run(mask, forward_options, backward_options);
+        expect_same_bits(one, many);
+        EXPECT_EQ(forward_plan.algorithm, Algorithm::small_cache);
+        expect_counted_is_predicted(forward_ledger, forward_plan, 700);
+        expect_counted_is_predicted(backward_ledger, backward_plan, 700);
+      }
     }
   }
 }
