@@ -31,7 +31,7 @@ const char* pass_name(Pass pass);  // "forward" / "backward"
 //          allows) and auto runs the algorithm predicted to move fewer words. The I/O study's
 //          choice: spattn run, sweep and plan, and plan_attention by default.
 //   time:  native speed, the API's default. Flash's tiles minimize words + flops / 16 over the
-//          pairs the visited tiles compute, never above small_cache's words (docs/block_sparse.md,
+//          pairs the visited tiles compute (docs/block_sparse.md,
 //          "Tile choice for a mask"): smaller tiles on banded masks, fewer wasted pairs, 1.3x to 2x
 //          faster on windows, documents and BigBird, up to 3.4x more words. Auto runs the
 //          algorithm with the smaller AlgorithmCost::time_price (below): words and flops in one

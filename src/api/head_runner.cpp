@@ -18,20 +18,10 @@ HeadRunner::HeadRunner(Algorithm algorithm, const bounds::DenseShape& shape, con
   const schedules::HeadShape head{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v};
   const bool sparse = !mask.is_full();
   if (algorithm == Algorithm::flash) {
-    // The tiles the planner priced (flash_tile_choice.hpp), so the count equals the prediction:
-    // for a mask and the time objective, its word cap is the planner's small_cache figure (cached
-    // in the mask by the plan that chose this algorithm; computed the same way when absent).
+    // The tiles the planner priced (flash_tile_choice.hpp, kept in the mask), so the count equals
+    // the prediction.
     if (sparse) {
-      int64_t max_words = INT64_MAX;
-      if (objective == PlanObjective::time) {
-        detail::MaskCache::Costs costs;
-        const detail::MaskCache::CostKey key{head.head_dim, head.head_dim_v, cache_words, static_cast<int>(pass),
-                                             static_cast<int>(objective)};
-        max_words = mask.cache().find_costs(key, costs)
-                        ? schedules::small_cache_words(costs.second)
-                        : schedules::small_cache_words(head, *mask.cache().small_cache_counts(mask), cache_words, pass);
-      }
-      flash_tiles_ = mask.cache().flash_tiles(mask, head, cache_words, pass, max_words, objective);
+      flash_tiles_ = mask.cache().flash_tiles(mask, head, cache_words, pass, objective);
       flash_mask_ = mask.cache().flash(mask, flash_tiles_, pass);
     } else {
       flash_tiles_ = schedules::flash_tiles(head, cache_words, pass);

@@ -149,9 +149,8 @@ schedules::SparseSmallCacheTiles MaskCache::small_cache_tiles(const Mask& mask,
 }
 
 schedules::FlashTiles MaskCache::flash_tiles(const Mask& mask, const schedules::HeadShape& shape,
-                                             int64_t cache_words, Pass pass, int64_t max_words,
-                                             PlanObjective objective) {
-  const FlashTilesKey key{shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass), max_words,
+                                             int64_t cache_words, Pass pass, PlanObjective objective) {
+  const FlashTilesKey key{shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass),
                           static_cast<int>(objective)};
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -159,7 +158,7 @@ schedules::FlashTiles MaskCache::flash_tiles(const Mask& mask, const schedules::
     if (found != flash_tiles_.end()) return found->second;
   }
   // Chosen outside the lock, as small_cache_tiles.
-  const auto tiles = schedules::masked_flash_tiles(shape, cache_words, pass, mask.csr(), max_words, objective);
+  const auto tiles = schedules::masked_flash_tiles(shape, cache_words, pass, mask.csr(), objective);
   std::lock_guard<std::mutex> lock(mutex_);
   flash_tiles_.emplace(key, tiles);
   return tiles;

@@ -34,12 +34,12 @@ struct MaskCache {
   schedules::SparseSmallCacheTiles small_cache_tiles(const Mask& mask, const schedules::HeadShape& shape,
                                                      int64_t cache_words, Pass pass);
 
-  // Block-sparse flash's tiles for (head_dim, head_dim_v, M, pass, objective, max_words):
+  // Block-sparse flash's tiles for (head_dim, head_dim_v, M, pass, objective):
   // schedules::masked_flash_tiles, chosen once (the choice reads every row's span: O(seqlen_q) per
   // candidate, a tenth of a millisecond-long call at n 1024) and shared by the planner and the
   // runners.
   schedules::FlashTiles flash_tiles(const Mask& mask, const schedules::HeadShape& shape, int64_t cache_words,
-                                    Pass pass, int64_t max_words, PlanObjective objective);
+                                    Pass pass, PlanObjective objective);
 
   // The planner's per-head predictions for (head_dim, head_dim_v, M, pass), so that repeated
   // calls with the same shapes (every layer, every step) do not re-predict.
@@ -56,7 +56,7 @@ struct MaskCache {
   std::shared_ptr<const schedules::SparseMaskCounts> small_cache_counts_;
   using TilesKey = std::tuple<int64_t, int64_t, int64_t, int>;  // d, d_v, M, pass
   std::map<TilesKey, schedules::SparseSmallCacheTiles> small_cache_tiles_;
-  using FlashTilesKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int>;  // + max_words, objective
+  using FlashTilesKey = std::tuple<int64_t, int64_t, int64_t, int, int>;  // d, d_v, M, pass, objective
   std::map<FlashTilesKey, schedules::FlashTiles> flash_tiles_;
   std::map<CostKey, Costs> costs_;
 };

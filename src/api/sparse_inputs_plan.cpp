@@ -32,8 +32,7 @@ using schedules::SparseIo;
 SparseIo flash_words(const HeadShape& head, const Mask& mask, int64_t cache_words, Pass pass,
                      const HeadInputs& inputs) {
   const bool sparse = !mask.is_full();
-  const auto tiles = sparse ? schedules::masked_flash_tiles(head, cache_words, pass, mask.csr(), INT64_MAX,
-                                                            PlanObjective::words)
+  const auto tiles = sparse ? schedules::masked_flash_tiles(head, cache_words, pass, mask.csr(), PlanObjective::words)
                             : schedules::flash_tiles(head, cache_words, pass);
   const auto flash_mask = sparse ? mask.cache().flash(mask, tiles, pass) : nullptr;
   return schedules::predict_flash_words(head, tiles, flash_mask.get(), pass, inputs);

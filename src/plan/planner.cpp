@@ -63,18 +63,16 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
 }
 
 // Dense (mask == nullptr) or block-sparse flash: the same schedule, the mask re-blocked at its
-// tiles (cached in the Mask). A mask's tiles follow the objective (flash_tile_choice.hpp): for
-// time, moving at most max_words (small_cache's words here) unless flash_tiles()' own tiles move
-// more.
+// tiles (cached in the Mask). A mask's tiles follow the objective (flash_tile_choice.hpp).
 AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                         Pass pass, int64_t max_words, PlanObjective objective) {
+                         Pass pass, PlanObjective objective) {
   AlgorithmCost cost;
   const auto masking = mask != nullptr ? schedules::FlashMasking::block_sparse : schedules::FlashMasking::dense;
   cost.min_cache_words = schedules::flash_min_cache_words(shape, pass, masking);
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
   const auto tiles = mask != nullptr
-                         ? mask->cache().flash_tiles(*mask, shape, cache_words, pass, max_words, objective)
+                         ? mask->cache().flash_tiles(*mask, shape, cache_words, pass, objective)
                          : schedules::flash_tiles(shape, cache_words, pass);
   const auto flash_mask = mask != nullptr ? mask->cache().flash(*mask, tiles, pass) : nullptr;
   const auto words = pass == Pass::forward
@@ -133,7 +131,7 @@ struct Costs {
 Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, Pass pass,
                PlanObjective objective) {
   if (mask == nullptr) {
-    return {flash_cost(shape, nullptr, cache_words, pass, INT64_MAX, objective),
+    return {flash_cost(shape, nullptr, cache_words, pass, objective),
             small_cache_cost(shape, cache_words, pass)};
   }
   // A mask's predictions walk its structure: cached in the mask per (d, d_v, M, pass, objective).
@@ -143,7 +141,7 @@ Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cach
   if (mask->cache().find_costs(key, cached)) return {cached.first, cached.second};
   Costs costs;
   costs.small_cache = masked_small_cache_cost(shape, *mask, cache_words, pass);
-  costs.flash = flash_cost(shape, mask, cache_words, pass, schedules::small_cache_words(costs.small_cache), objective);
+  costs.flash = flash_cost(shape, mask, cache_words, pass, objective);
   mask->cache().store_costs(key, {costs.flash, costs.small_cache});
   return costs;
 }
@@ -367,7 +365,7 @@ std::string Plan::to_string() const {
       const int64_t repeats = num_heads / std::max<int64_t>(cost_heads, 1);
       out << cost.total() * repeats << " words (" << cost.reads * repeats << " reads, "
           << cost.writes * repeats << " writes)";
-      if (cost.flops > 0) out << ", " << static_cast<double>(cost.flops * repeats) << " flops";
+      if (cost.flops > 0) out << ", " << static_cast<double>(cost.flops) * static_cast<double>(repeats) << " flops";
       out << "; tiles " << cost.tiles << '\n';
     }
   };
@@ -403,7 +401,7 @@ std::string Plan::to_string() const {
   }
   cost_line("flash", flash);
   if (masked && objective == PlanObjective::time) {
-    out << "    (flash's tiles chosen for time: words + flops / 16, at most small_cache's words)\n";
+    out << "    (flash's tiles chosen for time: words + flops / 16)\n";
   }
   cost_line("small_cache", small_cache);
   char line[256];

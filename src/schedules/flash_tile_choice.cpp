@@ -2,7 +2,6 @@
 // (flash_tile_choice.hpp).
 #include "schedules/flash_tile_choice.hpp"
 
-#include "schedules/sparse_small_cache.hpp"
 
 #include <spattn/error.hpp>
 
@@ -158,15 +157,6 @@ FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pas
     tiles.dkdv_block_q = second[best_second].tiles.inner;
   }
   return tiles;
-}
-
-int64_t small_cache_words(const HeadShape& shape, const SparseMaskCounts& counts, int64_t cache_words,
-                          Pass pass) {
-  if (cache_words < sparse_small_cache_min_cache_words(pass)) return INT64_MAX;
-  const auto tiles = sparse_small_cache_tiles(shape, counts, cache_words, pass);
-  const auto io = pass == Pass::forward ? predict_sparse_small_cache_forward(shape, counts, tiles)
-                                        : predict_sparse_small_cache_backward(shape, counts, tiles);
-  return io.total().total();
 }
 
 #define SPATTN_INSTANTIATE(Index)                                                                    \

@@ -35,7 +35,6 @@
 
 namespace spattn::schedules {
 
-class SparseMaskCounts;
 
 // The exchange rate of the cost above: flops that take as long as moving one word, measured on
 // the bench machine (docs/block_sparse.md: about 13 from a sweep of the window's forward; 16, 32
@@ -56,28 +55,15 @@ FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pas
                                 int64_t max_words = INT64_MAX);
 
 // The tiles block-sparse flash plans and runs with over `mask` for an objective (spattn/plan.hpp):
-// words, flash_tiles()' own; time, flash_tiles_for_mask() under max_words.
+// words, flash_tiles()' own; time, flash_tiles_for_mask() without a word cap. (Until auto priced
+// time, the API capped flash's words at small_cache's, because auto compared words: smaller tiles
+// could have handed small_cache a mask it runs slower. Auto now compares the same price this
+// choice minimizes, so smaller tiles can only make flash's price lower, never its chance worse.)
 template <typename Index>
 FlashTiles masked_flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
-                              const sparse_formats::CsrPatternView<Index>& mask, int64_t max_words,
-                              PlanObjective objective) {
-  return objective == PlanObjective::time ? flash_tiles_for_mask(shape, cache_words, pass, mask, max_words)
+                              const sparse_formats::CsrPatternView<Index>& mask, PlanObjective objective) {
+  return objective == PlanObjective::time ? flash_tiles_for_mask(shape, cache_words, pass, mask)
                                           : flash_tiles(shape, cache_words, pass, FlashMasking::block_sparse);
-}
-
-// The max_words the API plans and runs block-sparse flash with (src/plan/planner.cpp,
-// src/api/head_runner.cpp, src/api/sparse_inputs_plan.cpp): the words the density-adaptive
-// small_cache schedule moves at M as the planner prices them (from the mask's counts), INT64_MAX
-// where it does not fit. Why a cap: auto chooses the algorithm from the predicted words (for time,
-// small_cache's weighted by 2.5: spattn/plan.hpp), and small_cache runs up to 5x slower natively
-// on the masks where its words come close (docs/results.md section 4): smaller tiles must never
-// move flash's words toward handing it a mask on which flash's own tiles move fewer. The cap is
-// small_cache's plain words, so a capped choice never changes auto's choice under either
-// objective. O(nnz) (the planner caches the figure: the runners take it from there).
-int64_t small_cache_words(const HeadShape& shape, const SparseMaskCounts& counts, int64_t cache_words,
-                          Pass pass);
-inline int64_t small_cache_words(const AlgorithmCost& small_cache) {
-  return small_cache.feasible ? small_cache.total() : INT64_MAX;
 }
 
 namespace flash_detail {
