@@ -5,6 +5,16 @@
 
 namespace spattn::schedules {
 
+int64_t flash_flops_per_pair(const HeadShape& shape, flash_detail::FlashNest nest) {
+  const int64_t d = shape.head_dim, e = shape.head_dim_v;
+  switch (nest) {
+    case flash_detail::FlashNest::forward: return 2 * (d + e);
+    case flash_detail::FlashNest::dq: return 4 * d + 2 * e;
+    case flash_detail::FlashNest::dkdv: return 4 * (d + e);
+  }
+  return 0;
+}
+
 int64_t stored_pairs(const FlashTileLists& lists) {
   int64_t pairs = 0;
   for (int64_t outer = 0; outer < lists.num_outer_tiles(); ++outer) {
@@ -19,12 +29,13 @@ int64_t stored_pairs(const FlashTileLists& lists) {
 }
 
 int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass) {
-  const int64_t d = shape.head_dim, e = shape.head_dim_v;
+  using flash_detail::FlashNest;
   const int64_t all_pairs = shape.seqlen_q * shape.seqlen_k;
   const int64_t query_pairs = mask != nullptr ? stored_pairs(mask->query_rows) : all_pairs;
-  if (pass == Pass::forward) return 2 * (d + e) * query_pairs;
+  if (pass == Pass::forward) return flash_flops_per_pair(shape, FlashNest::forward) * query_pairs;
   const int64_t key_pairs = mask != nullptr ? stored_pairs(mask->key_cols) : all_pairs;
-  return (4 * d + 2 * e) * query_pairs + 4 * (d + e) * key_pairs;
+  return flash_flops_per_pair(shape, FlashNest::dq) * query_pairs +
+         flash_flops_per_pair(shape, FlashNest::dkdv) * key_pairs;
 }
 
 int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass) {

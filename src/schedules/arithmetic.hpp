@@ -23,6 +23,10 @@ namespace spattn::schedules {
 struct FlashMask;
 struct FlashTileLists;
 
+// Flops per computed pair of one flash loop nest (the table above): forward 2 (d + e), dQ pass
+// 4 d + 2 e, dK/dV pass 4 (d + e). The tile choice (flash_tile_choice.hpp) weighs pairs with it.
+int64_t flash_flops_per_pair(const HeadShape& shape, flash_detail::FlashNest nest);
+
 // Pairs in the stored tiles of one direction of a FlashMask (edge tiles count their real rows and
 // columns). O(stored tiles).
 int64_t stored_pairs(const FlashTileLists& lists);

@@ -2,6 +2,8 @@
 // (flash_tile_choice.hpp).
 #include "schedules/flash_tile_choice.hpp"
 
+#include "schedules/arithmetic.hpp"
+
 
 #include <spattn/error.hpp>
 
@@ -39,9 +41,7 @@ NestEstimate estimate_nest(const HeadShape& shape, FlashNest nest, const NestTil
   const int64_t key_words = d + e;
   NestEstimate estimate;
   estimate.bit_words = (tiles.outer * tiles.inner + 63) / 64;
-  estimate.flops_per_pair = nest == FlashNest::forward ? 2 * (d + e)
-                            : nest == FlashNest::dq    ? 4 * d + 2 * e
-                                                       : 4 * (d + e);
+  estimate.flops_per_pair = flash_flops_per_pair(shape, nest);
   // dK/dV: which key tiles visit anything (their K, V move once each), as a difference array.
   std::vector<int64_t> key_visits(keys_outer ? static_cast<size_t>(num_tiles(n_k, block_k)) + 1 : 0, 0);
   for (int64_t q0 = 0; q0 < n_q; q0 += block_q) {
