@@ -2,6 +2,7 @@
 #include <spattn/mask.hpp>
 
 #include "api/mask_cache.hpp"
+#include "schedules/flash_tile_choice.hpp"
 
 #include <spattn/error.hpp>
 
@@ -132,36 +133,36 @@ std::shared_ptr<const schedules::SparseMaskCounts> MaskCache::small_cache_counts
   return small_cache_counts_;
 }
 
+template <typename Map, typename Choose>
+typename Map::mapped_type MaskCache::find_or_choose(Map& map, const typename Map::key_type& key, Choose&& choose) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = map.find(key);
+    if (found != map.end()) return found->second;
+  }
+  // Chosen outside the lock (other shapes' calls go on); a race chooses the same tiles twice.
+  auto chosen = choose();
+  std::lock_guard<std::mutex> lock(mutex_);
+  map.emplace(key, chosen);
+  return chosen;
+}
+
 schedules::SparseSmallCacheTiles MaskCache::small_cache_tiles(const Mask& mask,
                                                              const schedules::HeadShape& shape,
                                                              int64_t cache_words, Pass pass) {
-  const TilesKey key{shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass)};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto found = small_cache_tiles_.find(key);
-    if (found != small_cache_tiles_.end()) return found->second;
-  }
-  // Chosen outside the lock (other shapes' calls go on); a race chooses the same tiles twice.
-  const auto tiles = schedules::sparse_small_cache_tiles(shape, *small_cache_counts(mask), cache_words, pass);
-  std::lock_guard<std::mutex> lock(mutex_);
-  small_cache_tiles_.emplace(key, tiles);
-  return tiles;
+  return find_or_choose(small_cache_tiles_, {shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass)},
+                        [&] {
+                          return schedules::sparse_small_cache_tiles(shape, *small_cache_counts(mask), cache_words,
+                                                                     pass);
+                        });
 }
 
 schedules::FlashTiles MaskCache::flash_tiles(const Mask& mask, const schedules::HeadShape& shape,
                                              int64_t cache_words, Pass pass, PlanObjective objective) {
-  const FlashTilesKey key{shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass),
-                          static_cast<int>(objective)};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto found = flash_tiles_.find(key);
-    if (found != flash_tiles_.end()) return found->second;
-  }
-  // Chosen outside the lock, as small_cache_tiles.
-  const auto tiles = schedules::masked_flash_tiles(shape, cache_words, pass, mask.csr(), objective);
-  std::lock_guard<std::mutex> lock(mutex_);
-  flash_tiles_.emplace(key, tiles);
-  return tiles;
+  return find_or_choose(flash_tiles_,
+                        {shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass),
+                         static_cast<int>(objective)},
+                        [&] { return schedules::masked_flash_tiles(shape, cache_words, pass, mask.csr(), objective); });
 }
 
 bool MaskCache::find_costs(const CostKey& key, Costs& costs) {

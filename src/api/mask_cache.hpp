@@ -5,7 +5,6 @@
 #pragma once
 
 #include "schedules/flash_mask.hpp"
-#include "schedules/flash_tile_choice.hpp"
 #include "schedules/sparse_small_cache.hpp"
 
 #include <spattn/mask.hpp>
@@ -59,6 +58,10 @@ struct MaskCache {
   using FlashTilesKey = std::tuple<int64_t, int64_t, int64_t, int, int>;  // d, d_v, M, pass, objective
   std::map<FlashTilesKey, schedules::FlashTiles> flash_tiles_;
   std::map<CostKey, Costs> costs_;
+
+  // map[key], chosen by choose() outside the lock the first time (small_cache_tiles, flash_tiles).
+  template <typename Map, typename Choose>
+  typename Map::mapped_type find_or_choose(Map& map, const typename Map::key_type& key, Choose&& choose);
 };
 
 }  // namespace spattn::detail
