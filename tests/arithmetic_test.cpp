@@ -1,6 +1,6 @@
 // The schedules' arithmetic (schedules/arithmetic.hpp), what the time objective prices: flash's
-// flops over the pairs of its visited tiles, hand-counted on 5 x 5 masks, and small_cache's per
-// pair or entry.
+// flops over the pairs of its visited tiles and the pairs of its partial tiles, hand-counted on
+// 5 x 5 masks, and small_cache's per pair or entry.
 #include "schedules/arithmetic.hpp"
 #include "schedules/flash_mask.hpp"
 
@@ -31,6 +31,11 @@ TEST(Arithmetic, DiagonalVisitsTheDiagonalTilesOnly) {
   const FlashMask forward = flash_mask_of(diagonal, tiles, Pass::forward);
   EXPECT_EQ(flash_flops(shape, &forward, Pass::forward), 2 * (3 + 2) * 9);
   EXPECT_EQ(flash_flops(shape, &mask, Pass::backward), (4 * 3 + 2 * 2) * 9 + 4 * (3 + 2) * 9);
+  // The two 2 x 2 tiles hold 2 attended pairs of 4 (partial); {4} x {4} is whole.
+  EXPECT_EQ(stored_pairs(mask.query_rows, true), 8);
+  EXPECT_EQ(flash_partial_pairs(&forward, Pass::forward), 8);
+  EXPECT_EQ(flash_partial_pairs(&mask, Pass::backward), 8 + 8);
+  EXPECT_EQ(flash_partial_pairs(nullptr, Pass::backward), 0);
 }
 
 // Causal with 2 x 2 tiles for the forward and dQ nest: query tile {0, 1} visits key tile 0 (4
@@ -45,6 +50,9 @@ TEST(Arithmetic, CausalCountsEdgeTilesByTheirRealRowsAndColumns) {
   EXPECT_EQ(stored_pairs(mask.key_cols), 21);
   const HeadShape shape{5, 5, 4, 4};
   EXPECT_EQ(flash_flops(shape, &mask, Pass::backward), (4 * 4 + 2 * 4) * 17 + 4 * (4 + 4) * 21);
+  // Partial: the diagonal tiles {0, 1} x {0, 1} and {2, 3} x {2, 3} (4 + 4; {4} x {4} is whole);
+  // keys {0, 1, 2} x queries {0, 1} (6) and keys {3, 4} x queries {2, 3} (4).
+  EXPECT_EQ(flash_partial_pairs(&mask, Pass::backward), 8 + 10);
 }
 
 TEST(Arithmetic, DenseFlashAndSmallCacheCountEveryPair) {

@@ -396,6 +396,61 @@ TEST(SparseSmallCache, WorkersGiveTheOneWorkerBitsAndMoveThePredictedWords) {
   }
 }
 
+// Runs with the time objective's tiles (sparse_small_cache.hpp: wider windows, evenly sized row
+// blocks) move the predicted words, and the same runs in 1-row blocks with 1-column windows but
+// the same chunks give identical bits: the row block and the window only reorder the walk, the
+// chunk alone orders the sums.
+TEST(SparseSmallCache, TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits) {
+  const int64_t n = kSanitized ? 97 : 257;
+  for (const char* spec : {"random:p=0.05,seed=3", "sliding_window:w=9", "causal"}) {
+    const SparseSmallCacheMask mask =
+        prepare(sparse_formats::make_pattern(sparse_formats::parse_pattern_spec(spec), n, n));
+    for (const int64_t cache_words : {11, 400, 20000}) {
+      SCOPED_TRACE(std::string(spec) + ", M " + std::to_string(cache_words));
+      const HeadShape shape{n, n, 16, 8};
+      const auto run = [&](Problem& p, const SparseSmallCacheTiles& forward_tiles,
+                           const SparseSmallCacheTiles& backward_tiles) {
+        Ledger forward, backward;
+        {
+          FastMemory fast(cache_words, &forward, "forward");
+          sparse_small_cache_forward(fast, p.forward(), mask, forward_tiles);
+        }
+        {
+          FastMemory fast(cache_words, &backward, "backward");
+          sparse_small_cache_backward(fast, p.backward(), mask, backward_tiles);
+        }
+        const IoCount forward_words = predict_sparse_small_cache_forward(shape, mask, forward_tiles).total();
+        const IoCount backward_words = predict_sparse_small_cache_backward(shape, mask, backward_tiles).total();
+        EXPECT_EQ(forward.reads(), forward_words.reads);
+        EXPECT_EQ(forward.writes(), forward_words.writes);
+        EXPECT_EQ(backward.reads(), backward_words.reads);
+        EXPECT_EQ(backward.writes(), backward_words.writes);
+        EXPECT_LE(backward.peak_resident(), cache_words);
+      };
+      const auto forward_tiles = sparse_small_cache_tiles(shape, mask, cache_words, Pass::forward, spattn::PlanObjective::time);
+      const auto backward_tiles =
+          sparse_small_cache_tiles(shape, mask, cache_words, Pass::backward, spattn::PlanObjective::time);
+      Problem timed(shape);
+      run(timed, forward_tiles, backward_tiles);
+      EXPECT_GT(max_abs(widen(timed.dk)), 1e-3);
+      const auto narrow = [](SparseSmallCacheTiles tiles) {
+        for (SparseSweepTiles* sweep :
+             {&tiles.scores, &tiles.output, &tiles.probs, &tiles.d_scores, &tiles.dq, &tiles.dk, &tiles.dv}) {
+          sweep->block_rows = sweep->block_cols = 1;
+        }
+        return tiles;
+      };
+      Problem narrowed(shape);
+      run(narrowed, narrow(forward_tiles), narrow(backward_tiles));
+      EXPECT_EQ(narrowed.o, timed.o);
+      EXPECT_EQ(narrowed.lse, timed.lse);
+      EXPECT_EQ(narrowed.dq, timed.dq);
+      EXPECT_EQ(narrowed.dk, timed.dk);
+      EXPECT_EQ(narrowed.dv, timed.dv);
+    }
+  }
+}
+
 TEST(SparseSmallCache, CacheBelowTheMinimumIsRejectedStatingIt) {
   const auto mask = prepare(sparse_formats::random_pattern(8, 8, 0.5, 1));
   const HeadShape shape{8, 8, 4, 4};

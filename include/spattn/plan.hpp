@@ -33,25 +33,34 @@ const char* pass_name(Pass pass);  // "forward" / "backward"
 //   time:  native speed, the API's default. Flash's tiles minimize words + flops / 16 over the
 //          pairs the visited tiles compute (docs/block_sparse.md,
 //          "Tile choice for a mask"): smaller tiles on banded masks, fewer wasted pairs, 1.3x to 2x
-//          faster on windows, documents and BigBird, up to 3.4x more words. Auto runs the
-//          algorithm with the smaller AlgorithmCost::time_price (below): words and flops in one
-//          currency, small_cache's flops over a mask priced kSparseSmallCacheFlopCost times
-//          flash's (docs/api.md, "Words or time"; docs/results.md section 4).
+//          faster on windows, documents and BigBird, up to 3.4x more words. small_cache's tiles
+//          over a mask minimize its time price, which gives its walks wider column windows (2x
+//          to 4x faster on random masks, a few percent more words). Auto runs the algorithm with
+//          the smaller AlgorithmCost::time_price (below): words and work in one currency
+//          (docs/api.md, "Words or time"; docs/results.md section 4).
 enum class PlanObjective { words, time };
 const char* plan_objective_name(PlanObjective objective);  // "words" / "time"
 PlanObjective parse_plan_objective(const std::string& name);
 
 // The exchange rates of PlanObjective::time, in flops of flash's kernels. A word moved costs
 // kTimeFlopsPerWord (also the rate flash's tiles are chosen with: about 13 measured from a sweep
-// of the window's forward, docs/block_sparse.md). A flop of the density-adaptive small_cache
-// costs kSparseSmallCacheFlopCost: it walks the mask entry by entry (one-word moves, 16- to
-// 64-wide products, a scan or a heap per window) where flash runs register-blocked tiles. Chosen
-// on uniform random masks (density 0.002 to 0.05, n 1024 and 4096, d 64 and 128, forward and
-// backward, both on two threads): per flop small_cache took 17x to 190x flash's time, the most
-// at low density, where it is 4x faster anyway; 32 made the fewest wrong choices of 16 to 96
-// (docs/results.md section 4).
+// of the window's forward, docs/block_sparse.md). Flash's price adds kFlashPartialPairCost per
+// pair of its partial tiles (those apply the tile's mask bits pair by pair: on a uniform random
+// mask every tile is partial, and flash ran 2x to 3x slower per flop there than on causal or
+// BigBird masks). The density-adaptive small_cache walks the mask entry by entry where flash runs
+// register-blocked tiles, so its run is priced by what it does
+// (schedules::estimate_sparse_small_cache_work): each entry visit (an entry in one chunk: its
+// index and value words, a 16- to 128-wide dot or axpy) costs kSparseSmallCacheVisitCost, each
+// walk step (a row checked by a scan, a heap step of a queue) kSparseSmallCacheWalkStepCost, and
+// each of its flops kSparseSmallCacheFlopCost, next to kTimeFlopsPerWord per word. Fitted by
+// least squares (relative error) to single-thread runs of both algorithms over uniform random
+// masks of density 0.002 to 0.2, windows, dilated windows, BigBird, documents, random blocks and
+// causal at n 1024 to 4096, d 64 and 128 (docs/results.md section 4, "Auto priced for time").
 inline constexpr int64_t kTimeFlopsPerWord = 16;
-inline constexpr int64_t kSparseSmallCacheFlopCost = 32;
+inline constexpr int64_t kFlashPartialPairCost = 200;
+inline constexpr int64_t kSparseSmallCacheVisitCost = 1200;
+inline constexpr int64_t kSparseSmallCacheWalkStepCost = 4000;
+inline constexpr int64_t kSparseSmallCacheFlopCost = 4;
 
 // One algorithm's prediction for one head.
 struct AlgorithmCost {
@@ -66,8 +75,8 @@ struct AlgorithmCost {
   // mask's entries sparse; CSR inputs are scattered into dense tiles, so the same).
   int64_t flops = 0;
   // PlanObjective::time's price of the run, per head, in flops of flash's kernels (0 where flops
-  // is): kTimeFlopsPerWord x words + flops, the flops of small_cache over a mask weighted by
-  // kSparseSmallCacheFlopCost.
+  // is): kTimeFlopsPerWord x words + flops; for small_cache over a mask its words, entry visits,
+  // walk steps and flops at the rates above.
   int64_t time_price = 0;
   int64_t total() const { return reads + writes; }
 };

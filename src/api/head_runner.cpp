@@ -29,7 +29,7 @@ HeadRunner::HeadRunner(Algorithm algorithm, const bounds::DenseShape& shape, con
   } else if (sparse) {
     sparse_mask_ = mask.cache().small_cache(mask);
     // The tiles the planner priced (from the mask's counts), so the count equals the prediction.
-    sparse_tiles_ = mask.cache().small_cache_tiles(mask, head, cache_words, pass);
+    sparse_tiles_ = mask.cache().small_cache_tiles(mask, head, cache_words, pass, objective);
   } else {
     small_tiles_ = schedules::small_cache_tiles(head, cache_words, pass);
   }

@@ -26,7 +26,7 @@ namespace spattn::api_detail {
 class HeadRunner {
  public:
   // `algorithm` (flash or small_cache) for problems of `shape` over `mask`.
-  // `objective`: how flash's tiles were chosen for the mask (the plan's; spattn/plan.hpp).
+  // `objective`: how the tiles were chosen for the mask (the plan's; spattn/plan.hpp).
   HeadRunner(Algorithm algorithm, const bounds::DenseShape& shape, const Mask& mask,
              int64_t cache_words, Pass pass, int threads, PlanObjective objective);
 

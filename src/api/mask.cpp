@@ -149,11 +149,14 @@ typename Map::mapped_type MaskCache::find_or_choose(Map& map, const typename Map
 
 schedules::SparseSmallCacheTiles MaskCache::small_cache_tiles(const Mask& mask,
                                                              const schedules::HeadShape& shape,
-                                                             int64_t cache_words, Pass pass) {
-  return find_or_choose(small_cache_tiles_, {shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass)},
+                                                             int64_t cache_words, Pass pass,
+                                                             PlanObjective objective) {
+  return find_or_choose(small_cache_tiles_,
+                        {shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass),
+                         static_cast<int>(objective)},
                         [&] {
                           return schedules::sparse_small_cache_tiles(shape, *small_cache_counts(mask), cache_words,
-                                                                     pass);
+                                                                     pass, objective);
                         });
 }
 

@@ -26,12 +26,12 @@ struct MaskCache {
   // transpose): the planner uses this, so the structure above is built only when small_cache runs.
   std::shared_ptr<const schedules::SparseMaskCounts> small_cache_counts(const Mask& mask);
 
-  // The density-adaptive schedule's tiles for (head_dim, head_dim_v, M, pass), chosen from the
-  // counts above once (the choice walks the mask for each candidate row block: about a tenth of a
-  // density-0.02 run at n 4096 when every call chose again) and shared by the planner and the
-  // runners, which must agree on them for the count to equal the prediction.
+  // The density-adaptive schedule's tiles for (head_dim, head_dim_v, M, pass, objective), chosen
+  // from the counts above once (the choice walks the mask for each candidate row block: about a
+  // tenth of a density-0.02 run at n 4096 when every call chose again) and shared by the planner
+  // and the runners, which must agree on them for the count to equal the prediction.
   schedules::SparseSmallCacheTiles small_cache_tiles(const Mask& mask, const schedules::HeadShape& shape,
-                                                     int64_t cache_words, Pass pass);
+                                                     int64_t cache_words, Pass pass, PlanObjective objective);
 
   // Block-sparse flash's tiles for (head_dim, head_dim_v, M, pass, objective):
   // schedules::masked_flash_tiles, chosen once (the choice reads every row's span: O(seqlen_q) per
@@ -53,10 +53,9 @@ struct MaskCache {
   std::map<FlashKey, std::shared_ptr<const schedules::FlashMask>> flash_;
   std::shared_ptr<const schedules::SparseSmallCacheMask> small_cache_;
   std::shared_ptr<const schedules::SparseMaskCounts> small_cache_counts_;
-  using TilesKey = std::tuple<int64_t, int64_t, int64_t, int>;  // d, d_v, M, pass
+  using TilesKey = std::tuple<int64_t, int64_t, int64_t, int, int>;  // d, d_v, M, pass, objective
   std::map<TilesKey, schedules::SparseSmallCacheTiles> small_cache_tiles_;
-  using FlashTilesKey = std::tuple<int64_t, int64_t, int64_t, int, int>;  // d, d_v, M, pass, objective
-  std::map<FlashTilesKey, schedules::FlashTiles> flash_tiles_;
+  std::map<TilesKey, schedules::FlashTiles> flash_tiles_;
   std::map<CostKey, Costs> costs_;
 
   // map[key], chosen by choose() outside the lock the first time (small_cache_tiles, flash_tiles).

@@ -27,7 +27,7 @@ using schedules::HeadShape;
 using schedules::SparseIo;
 
 // The tiles and structures each algorithm runs with (as api/head_runner.cpp chooses them), and
-// its exact words with these inputs. Sparse inputs plan flash's tiles for words (spattn/plan.hpp:
+// its exact words with these inputs. Sparse inputs plan both algorithms' tiles for words (spattn/plan.hpp:
 // the time objective is not applied to CSR inputs yet).
 SparseIo flash_words(const HeadShape& head, const Mask& mask, int64_t cache_words, Pass pass,
                      const HeadInputs& inputs) {
@@ -44,7 +44,7 @@ SparseIo small_cache_words(const HeadShape& head, const Mask& mask, int64_t cach
     return schedules::predict_small_cache_words(head, schedules::small_cache_tiles(head, cache_words, pass),
                                                 inputs);
   }
-  const auto tiles = mask.cache().small_cache_tiles(mask, head, cache_words, pass);
+  const auto tiles = mask.cache().small_cache_tiles(mask, head, cache_words, pass, PlanObjective::words);
   return schedules::predict_sparse_small_cache_words(head, *mask.cache().small_cache(mask), tiles, inputs);
 }
 

@@ -35,10 +35,11 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
   return out.str();
 }
 
-// A feasible prediction's flops and its time price (plan.hpp), its flops weighted by flop_cost.
-void set_flops(AlgorithmCost& cost, int64_t flops, int64_t flop_cost) {
+// A feasible prediction's flops and its time price (plan.hpp): kTimeFlopsPerWord per word + flops
+// (flash, dense small_cache; the density-adaptive small_cache prices its work instead).
+void set_flops(AlgorithmCost& cost, int64_t flops) {
   cost.flops = flops;
-  cost.time_price = kTimeFlopsPerWord * cost.total() + flop_cost * flops;
+  cost.time_price = kTimeFlopsPerWord * cost.total() + flops;
 }
 
 AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
@@ -51,7 +52,7 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
                                         : schedules::predict_small_cache_backward(shape, tiles);
   cost.reads = io.reads;
   cost.writes = io.writes;
-  set_flops(cost, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass), 1);
+  set_flops(cost, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass));
   if (pass == Pass::forward) {
     cost.tiles = matmul_tiles_text("S", tiles.scores) + ", " + matmul_tiles_text("O", tiles.output);
   } else {
@@ -81,7 +82,9 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   cost.reads = words.total().reads;
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
-  set_flops(cost, schedules::flash_flops(shape, flash_mask.get(), pass), 1);
+  set_flops(cost, schedules::flash_flops(shape, flash_mask.get(), pass));
+  // Partial tiles also apply their mask bits, pair by pair (plan.hpp).
+  cost.time_price += kFlashPartialPairCost * schedules::flash_partial_pairs(flash_mask.get(), pass);
   std::ostringstream text;
   text << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;
   if (pass == Pass::backward) {
@@ -99,21 +102,23 @@ std::string sweep_text(const char* name, const schedules::SparseSweepTiles& tile
 }
 
 AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const Mask& mask,
-                                      int64_t cache_words, Pass pass) {
+                                      int64_t cache_words, Pass pass, PlanObjective objective) {
   AlgorithmCost cost;
   cost.min_cache_words = schedules::sparse_small_cache_min_cache_words(pass);
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
   // From the mask's counts alone: the schedule's structure is built only if small_cache runs.
   const auto counts = mask.cache().small_cache_counts(mask);
-  const auto tiles = mask.cache().small_cache_tiles(mask, shape, cache_words, pass);
+  const auto tiles = mask.cache().small_cache_tiles(mask, shape, cache_words, pass, objective);
   const auto io = pass == Pass::forward
                       ? schedules::predict_sparse_small_cache_forward(shape, *counts, tiles)
                       : schedules::predict_sparse_small_cache_backward(shape, *counts, tiles);
   cost.reads = io.total().reads;
   cost.writes = io.total().writes;
   cost.index_words = io.indices.total();
-  set_flops(cost, schedules::small_cache_flops(shape, counts->nnz(), pass), kSparseSmallCacheFlopCost);
+  const auto work = schedules::estimate_sparse_small_cache_work(shape, *counts, tiles);
+  cost.flops = work.flops;
+  cost.time_price = schedules::sparse_small_cache_time_price(cost.total(), work);
   cost.tiles = pass == Pass::forward
                    ? sweep_text("S", tiles.scores) + ", " + sweep_text("O", tiles.output)
                    : sweep_text("P", tiles.probs) + ", " + sweep_text("dS", tiles.d_scores) + ", " +
@@ -140,7 +145,7 @@ Costs costs_at(const schedules::HeadShape& shape, const Mask* mask, int64_t cach
   detail::MaskCache::Costs cached;
   if (mask->cache().find_costs(key, cached)) return {cached.first, cached.second};
   Costs costs;
-  costs.small_cache = masked_small_cache_cost(shape, *mask, cache_words, pass);
+  costs.small_cache = masked_small_cache_cost(shape, *mask, cache_words, pass, objective);
   costs.flash = flash_cost(shape, mask, cache_words, pass, objective);
   mask->cache().store_costs(key, {costs.flash, costs.small_cache});
   return costs;
@@ -366,6 +371,9 @@ std::string Plan::to_string() const {
       out << cost.total() * repeats << " words (" << cost.reads * repeats << " reads, "
           << cost.writes * repeats << " writes)";
       if (cost.flops > 0) out << ", " << static_cast<double>(cost.flops) * static_cast<double>(repeats) << " flops";
+      if (masked && objective == PlanObjective::time) {
+        out << ", time price " << static_cast<double>(cost.time_price) * static_cast<double>(repeats);
+      }
       out << "; tiles " << cost.tiles << '\n';
     }
   };
@@ -387,8 +395,7 @@ std::string Plan::to_string() const {
   if (requested != Algorithm::automatic) {
     out << " (requested)";
   } else if (masked && objective == PlanObjective::time) {
-    out << " (chosen for time: the smaller " << kTimeFlopsPerWord << " x words + flops, small_cache's flops x "
-        << kSparseSmallCacheFlopCost << ")";
+    out << " (chosen for time: the smaller time price)";
   } else {
     out << " (chosen: smaller predicted I/O)";
   }
@@ -401,9 +408,15 @@ std::string Plan::to_string() const {
   }
   cost_line("flash", flash);
   if (masked && objective == PlanObjective::time) {
-    out << "    (flash's tiles chosen for time: words + flops / 16)\n";
+    out << "    (tiles chosen for time; price in flash flops: " << kTimeFlopsPerWord << " per word, flops, "
+        << kFlashPartialPairCost << " per pair of a partial tile)\n";
   }
   cost_line("small_cache", small_cache);
+  if (masked && objective == PlanObjective::time) {
+    out << "    (tiles chosen for time; price: " << kTimeFlopsPerWord << " per word, " << kSparseSmallCacheVisitCost
+        << " per entry visit, " << kSparseSmallCacheWalkStepCost << " per walk step, " << kSparseSmallCacheFlopCost
+        << " per flop)\n";
+  }
   char line[256];
   std::snprintf(line, sizeof line,
                 "  lower bound%s: %.4g words (%s branch; large-cache %.4g, small-cache %.4g; "

@@ -15,17 +15,24 @@ int64_t flash_flops_per_pair(const HeadShape& shape, flash_detail::FlashNest nes
   return 0;
 }
 
-int64_t stored_pairs(const FlashTileLists& lists) {
+int64_t stored_pairs(const FlashTileLists& lists, bool partial_only) {
   int64_t pairs = 0;
   for (int64_t outer = 0; outer < lists.num_outer_tiles(); ++outer) {
     const int64_t rows = flash_detail::tile_rows(lists.outer_rows, lists.outer_block, outer);
     for (int64_t at = lists.tile_ptr[static_cast<size_t>(outer)];
          at < lists.tile_ptr[static_cast<size_t>(outer) + 1]; ++at) {
-      const int64_t inner = lists.entries[static_cast<size_t>(at)] / 2;  // (2 tile + partial)
-      pairs += rows * flash_detail::tile_rows(lists.inner_rows, lists.inner_block, inner);
+      const int64_t entry = lists.entries[static_cast<size_t>(at)];  // 2 tile + partial
+      if (partial_only && entry % 2 == 0) continue;
+      pairs += rows * flash_detail::tile_rows(lists.inner_rows, lists.inner_block, entry / 2);
     }
   }
   return pairs;
+}
+
+int64_t flash_partial_pairs(const FlashMask* mask, Pass pass) {
+  if (mask == nullptr) return 0;
+  const int64_t query_pairs = stored_pairs(mask->query_rows, true);
+  return pass == Pass::forward ? query_pairs : query_pairs + stored_pairs(mask->key_cols, true);
 }
 
 int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass) {

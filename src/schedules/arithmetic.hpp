@@ -28,12 +28,17 @@ struct FlashTileLists;
 int64_t flash_flops_per_pair(const HeadShape& shape, flash_detail::FlashNest nest);
 
 // Pairs in the stored tiles of one direction of a FlashMask (edge tiles count their real rows and
-// columns). O(stored tiles).
-int64_t stored_pairs(const FlashTileLists& lists);
+// columns), all of them or those of partial tiles only (where the kernels also apply the tile's
+// mask bits). O(stored tiles).
+int64_t stored_pairs(const FlashTileLists& lists, bool partial_only = false);
 
 // flash's flops over `mask` (built for the tiles that run and for `pass`), or dense
 // (mask == nullptr: every pair, whatever the tiles). O(stored tiles).
 int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass);
+
+// The pairs of flash's partial tiles over `mask` (built for the tiles that run and for `pass`):
+// the forward's, or the backward's two nests summed. 0 for the dense schedule (nullptr).
+int64_t flash_partial_pairs(const FlashMask* mask, Pass pass);
 
 // small_cache's flops over `pairs` computed pairs: seqlen_q x seqlen_k for the dense schedule,
 // the mask's nnz for the density-adaptive one. O(1).

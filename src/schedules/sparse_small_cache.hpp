@@ -45,6 +45,7 @@
 #include "schedules/sparse_mask_counts.hpp"
 
 #include <spattn/io.hpp>
+#include <spattn/plan.hpp>  // PlanObjective and the time price's rates
 
 #include <sparse_formats/csr.hpp>
 
@@ -133,18 +134,44 @@ int64_t sparse_small_cache_min_cache_words(Pass pass);
 // Chooses each sweep's tiles for fast memory of `cache_words` words: for every chunk width that
 // gives a distinct number of chunks (about 2 sqrt(d) widths), three row blocks (the largest that
 // fits, as many evenly sized, the largest power of two below), each priced by the exact
-// prediction (walking the mask: O(nnz + rows) per row block size, memoized); the column window
-// takes the memory left (it changes no count, only how often the rows are scanned).
+// prediction (walking the mask: O(nnz + rows) per row block size, memoized).
+//   objective words: the fewest words; the column window takes the memory left (it changes no
+//     count, only how often the rows are scanned: usually 1 column).
+//   objective time: the smallest sparse_small_cache_time_price (below); the candidates also
+//     reserve windows of 16, 64, 256 and 1024 columns (a wider window costs a little of the row
+//     block, so a few percent more words, and lets a walk find its rows once per window instead
+//     of once per column: 2x to 4x faster on uniform random masks). A tie keeps the smaller row
+//     block (the same words in evenly sized blocks share better between workers).
+// Both are deterministic in (shape, mask, M, pass, objective), never in the thread count; the
+// window and the row block change no bit of the results, the chunk does (the order of the sums).
 // Throws InvalidArgument stating the minimum when cache_words is below it, or when the shape
 // disagrees with the mask or has a negative size.
 SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape,
                                                const SparseSmallCacheMask& mask,
-                                               int64_t cache_words, Pass pass);
+                                               int64_t cache_words, Pass pass,
+                                               PlanObjective objective = PlanObjective::words);
 
 // The same choice from the mask's counts alone (sparse_mask_counts.hpp; equal tiles): the planner
 // prices small_cache this way, without building a SparseSmallCacheMask.
 SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const SparseMaskCounts& mask,
-                                               int64_t cache_words, Pass pass);
+                                               int64_t cache_words, Pass pass,
+                                               PlanObjective objective = PlanObjective::words);
+
+// What a native run does besides moving words, estimated from the mask's counts (an estimate:
+// per-block averages; PlanObjective::time prices it, nothing counts it).
+struct SparseSmallCacheWork {
+  int64_t entry_visits = 0;  // entries x chunks over the sweeps: one dot or axpy of a chunk each
+  int64_t walk_steps = 0;    // rows the walks check (scans) or heap steps (queues), the cheaper per
+                             // block as BlockWalker chooses
+  int64_t flops = 0;         // small_cache_flops (arithmetic.hpp)
+};
+SparseSmallCacheWork estimate_sparse_small_cache_work(const HeadShape& shape, const SparseMaskCounts& mask,
+                                                      const SparseSmallCacheTiles& tiles);
+
+// PlanObjective::time's price of a run with `words` moved and `work` done, in flops of flash's
+// kernels (spattn/plan.hpp: kTimeFlopsPerWord per word, kSparseSmallCacheVisitCost per entry
+// visit, kSparseSmallCacheWalkStepCost per walk step, kSparseSmallCacheFlopCost per flop).
+int64_t sparse_small_cache_time_price(int64_t words, const SparseSmallCacheWork& work);
 
 // The most words the schedule holds in fast memory with these tiles (<= cache_words), exactly.
 int64_t sparse_small_cache_fast_words(const SparseSmallCacheTiles& tiles);

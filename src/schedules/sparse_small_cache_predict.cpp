@@ -2,6 +2,8 @@
 // its exact I/O prediction, computed from the mask's structure. Derivations:
 // docs/sparse_small_cache.md.
 #include "schedules/sparse_small_cache.hpp"
+
+#include "schedules/arithmetic.hpp"
 #include "schedules/sparse_small_cache_walk.hpp"
 
 #include <spattn/error.hpp>
@@ -9,6 +11,7 @@
 #include <sparse_formats/validate.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -176,26 +179,70 @@ class TouchedCounts {
   std::map<int64_t, int64_t> queries_, keys_;  // row-major walks (touched keys), transposed
 };
 
-// The tiles of one sweep minimizing its exact predicted words (sparse_small_cache_tiles).
+// One sweep's walk steps with these tiles (SparseSmallCacheWork::walk_steps), from per-block
+// averages: each block's entries, and its touched columns taken as spread over all the columns
+// (a window opens at a touched column and covers block_cols: about t / (1 + (block_cols - 1) t /
+// cols) windows for t touched; an overestimate where they are contiguous, as on a band).
+int64_t sweep_walk_steps(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                         const SparseSweepTiles& tiles, int64_t touched) {
+  const SweepTraits traits = sweep_traits(sweep);
+  const int64_t w = sweep_width(sweep, shape);
+  if (mask.nnz() == 0 || (!traits.sddmm && w == 0)) return 0;
+  const int64_t rows = traits.transposed ? mask.seqlen_k() : mask.seqlen_q();
+  const int64_t cols = std::max<int64_t>(traits.transposed ? mask.seqlen_q() : mask.seqlen_k(), 1);
+  const int64_t chunks = std::max<int64_t>(1, ceil_div(w, tiles.chunk));
+  const int64_t blocks = ceil_div(rows, tiles.block_rows);
+  const int64_t block_rows = std::min(tiles.block_rows, rows);
+  const double entries = static_cast<double>(mask.nnz()) / static_cast<double>(blocks);
+  const double columns = static_cast<double>(touched) / static_cast<double>(blocks);
+  const double spread = 1.0 + static_cast<double>(tiles.block_cols - 1) * columns / static_cast<double>(cols);
+  const auto windows = static_cast<int64_t>(std::ceil(columns / spread));
+  const int64_t row_visits = std::min(static_cast<int64_t>(entries), block_rows * windows);
+  const int64_t per_walk = std::min(scan_steps(block_rows, windows), queue_steps(block_rows, row_visits));
+  return chunks * blocks * per_walk;
+}
+
+// One sweep's entry visits: every entry once per chunk.
+int64_t sweep_entry_visits(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                           const SparseSweepTiles& tiles) {
+  const SweepTraits traits = sweep_traits(sweep);
+  const int64_t w = sweep_width(sweep, shape);
+  if (!traits.sddmm && w == 0) return 0;
+  return std::max<int64_t>(1, ceil_div(w, tiles.chunk)) * mask.nnz();
+}
+
+// What choose_sweep minimizes for a sweep's tiles: words, or the time price of the words, the
+// entry visits and the walk (the flops are the same for every tile of a sweep).
+int64_t sweep_price(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                    const SparseSweepTiles& tiles, int64_t touched, PlanObjective objective) {
+  const int64_t words = sweep_io(sweep, shape, mask, tiles, touched).total().total();
+  if (objective == PlanObjective::words) return words;
+  SparseSmallCacheWork work;
+  work.entry_visits = sweep_entry_visits(sweep, shape, mask, tiles);
+  work.walk_steps = sweep_walk_steps(sweep, shape, mask, tiles, touched);
+  return sparse_small_cache_time_price(words, work);
+}
+
+// The column windows the time objective reserves room for (besides the 1-column window that
+// takes what the largest row block leaves).
+constexpr int64_t kReservedWindows[] = {16, 64, 256, 1024};
+
+// The tiles of one sweep with the smallest sweep_price (sparse_small_cache_tiles).
 SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
-                              int64_t cache_words, TouchedCounts& touched) {
+                              int64_t cache_words, TouchedCounts& touched, PlanObjective objective) {
   const SweepTraits traits = sweep_traits(sweep);
   const int64_t w = std::max<int64_t>(sweep_width(sweep, shape), 1);
   const int64_t rows = std::max<int64_t>(traits.transposed ? mask.seqlen_k() : mask.seqlen_q(), 1);
   const int64_t cols = std::max<int64_t>(traits.transposed ? mask.seqlen_q() : mask.seqlen_k(), 1);
   SparseSweepTiles best;
-  int64_t best_words = -1;
-  int64_t previous_chunk = 0;
-  for (int64_t count = 1; count <= w; ++count) {
-    const int64_t chunk = ceil_div(w, count);  // the narrowest chunk giving `count` chunks
-    if (chunk == previous_chunk) continue;
-    previous_chunk = chunk;
+  int64_t best_price = -1;
+  // Row blocks for a chunk and a reserved window: the largest that fits; as many blocks, evenly
+  // sized (a short last block re-reads the B rows its few rows touch); the largest power of two
+  // below (masks built of aligned blocks, BigBird, random blocks). The window takes what is left.
+  const auto try_blocks = [&](int64_t chunk, int64_t window) {
     const int64_t per_row = chunk + kRowIndexWords + traits.row_words;
-    const int64_t fixed = 1 + traits.entry_words + (chunk + 1);  // with a 1-column window
-    if (cache_words < fixed + per_row) continue;
-    // Row blocks: the largest that fits; as many blocks, evenly sized (a short last block
-    // re-reads the B rows its few rows touch); the largest power of two below (masks built of
-    // aligned blocks, BigBird, random blocks).
+    const int64_t fixed = 1 + traits.entry_words + window * (chunk + 1);
+    if (cache_words < fixed + per_row) return;
     const int64_t largest = std::min((cache_words - fixed) / per_row, rows);
     int64_t power = 1;
     while (power * 2 <= largest) power *= 2;
@@ -203,18 +250,33 @@ SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseM
       SparseSweepTiles tiles;
       tiles.chunk = chunk;
       tiles.block_rows = block_rows;
-      // The window takes what is left: it changes no count, only how often rows are scanned.
       tiles.block_cols = std::min(
           (cache_words - 1 - traits.entry_words - block_rows * per_row) / (chunk + 1), cols);
-      const int64_t words =
-          sweep_io(sweep, shape, mask, tiles, touched.get(traits.transposed, block_rows))
-              .total()
-              .total();
-      if (best_words < 0 || words < best_words ||
-          (words == best_words && block_rows > best.block_rows)) {
+      const int64_t price =
+          sweep_price(sweep, shape, mask, tiles, touched.get(traits.transposed, block_rows), objective);
+      // On a tie: words keeps the larger block (its choice since the start), time the smaller
+      // (evenly sized blocks split better over workers).
+      const bool tie_wins = objective == PlanObjective::words ? block_rows > best.block_rows
+                                                              : block_rows < best.block_rows;
+      if (best_price < 0 || price < best_price || (price == best_price && tie_wins)) {
         best = tiles;
-        best_words = words;
+        best_price = price;
       }
+    }
+  };
+  int64_t previous_chunk = 0;
+  for (int64_t count = 1; count <= w; ++count) {
+    const int64_t chunk = ceil_div(w, count);  // the narrowest chunk giving `count` chunks
+    if (chunk == previous_chunk) continue;
+    previous_chunk = chunk;
+    try_blocks(chunk, 1);
+  }
+  // Wider windows at the chosen chunk only: each candidate row block costs a count of the
+  // touched columns (O(nnz) on an unstructured mask).
+  if (objective == PlanObjective::time) {
+    const int64_t chunk = best.chunk;
+    for (const int64_t window : kReservedWindows) {
+      if (window < cols) try_blocks(chunk, window);
     }
   }
   return best;  // the minimum M guarantees that count = 1 (or the widest fitting chunk) fits
@@ -365,12 +427,12 @@ int64_t sparse_small_cache_min_cache_words(Pass pass) {
 
 SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape,
                                                const SparseSmallCacheMask& mask,
-                                               int64_t cache_words, Pass pass) {
-  return sparse_small_cache_tiles(shape, counts_of(mask), cache_words, pass);
+                                               int64_t cache_words, Pass pass, PlanObjective objective) {
+  return sparse_small_cache_tiles(shape, counts_of(mask), cache_words, pass, objective);
 }
 
 SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const SparseMaskCounts& mask,
-                                               int64_t cache_words, Pass pass) {
+                                               int64_t cache_words, Pass pass, PlanObjective objective) {
   check_shape("sparse_small_cache_tiles", shape);
   check_mask("sparse_small_cache_tiles", shape, mask);
   const int64_t minimum = sparse_small_cache_min_cache_words(pass);
@@ -388,14 +450,39 @@ SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const Spa
   TouchedCounts touched(mask);
   if (pass == Pass::forward) {
     for (Sweep sweep : kForwardSweeps) {
-      tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, touched);
+      tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, touched, objective);
     }
   } else {
     for (Sweep sweep : kBackwardSweeps) {
-      tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, touched);
+      tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, touched, objective);
     }
   }
   return tiles;
+}
+
+SparseSmallCacheWork estimate_sparse_small_cache_work(const HeadShape& shape, const SparseMaskCounts& mask,
+                                                      const SparseSmallCacheTiles& tiles) {
+  check_tiles_of("estimate_sparse_small_cache_work", shape, mask, tiles, tiles.pass);
+  SparseSmallCacheWork work;
+  const auto add = [&](Sweep sweep) {
+    const SparseSweepTiles& t = tiles_of(tiles, sweep);
+    const bool transposed = sweep_traits(sweep).transposed;
+    const int64_t touched = transposed ? mask.touched_queries(t.block_rows) : mask.touched_keys(t.block_rows);
+    work.entry_visits += sweep_entry_visits(sweep, shape, mask, t);
+    work.walk_steps += sweep_walk_steps(sweep, shape, mask, t, touched);
+  };
+  if (tiles.pass == Pass::forward) {
+    for (Sweep sweep : kForwardSweeps) add(sweep);
+  } else {
+    for (Sweep sweep : kBackwardSweeps) add(sweep);
+  }
+  work.flops = small_cache_flops(shape, mask.nnz(), tiles.pass);
+  return work;
+}
+
+int64_t sparse_small_cache_time_price(int64_t words, const SparseSmallCacheWork& work) {
+  return kTimeFlopsPerWord * words + kSparseSmallCacheVisitCost * work.entry_visits +
+         kSparseSmallCacheWalkStepCost * work.walk_steps + kSparseSmallCacheFlopCost * work.flops;
 }
 
 int64_t sparse_small_cache_fast_words(const SparseSmallCacheTiles& tiles) {

@@ -39,6 +39,25 @@ struct WalkStructure {
   bool transposed = false;
 };
 
+// The walk's cost estimates, in rows checked or heap word steps: BlockWalker picks each block's
+// order with them, and PlanObjective::time prices the walks with them
+// (estimate_sparse_small_cache_work). A scan checks every row of the block per window; the
+// queue does about kQueueCost word accesses per heap level for each row visit (a row's entries
+// in one window) and each row. kQueueCost = 2 since the branch-free heap and the grouped scan:
+// against 8, 1.5x to 1.9x faster on uniform random masks of density 0.02 (n 4096), within the
+// spread on windows, BigBird, causal and random blocks; 1 was faster still on random masks but
+// 1.6x slower on the window (docs/sparse_small_cache.md section 8).
+inline constexpr int64_t kQueueCost = 2;
+inline int64_t heap_levels(int64_t rows) {
+  int64_t levels = 1;
+  while ((int64_t{1} << levels) <= rows) ++levels;
+  return levels;
+}
+inline int64_t scan_steps(int64_t rows, int64_t windows) { return rows * windows; }
+inline int64_t queue_steps(int64_t rows, int64_t row_visits) {
+  return kQueueCost * (row_visits + rows) * heap_levels(rows);
+}
+
 class BlockWalker {
  public:
   BlockWalker(io::FastMemory& fast, const WalkStructure& structure, int64_t block_rows,
@@ -94,20 +113,14 @@ class BlockWalker {
   }
 
  private:
-  // The cheaper order for this block, from the cost estimates above: the scan reads rows words
-  // per window, at most min(entries, columns / block_cols) windows (each holds an entry; the
-  // next starts past its end); the queue does about kQueueCost word accesses per heap level for
-  // each entry and row (measured: docs/sparse_small_cache.md section 8). 2 since the branch-free
-  // heap and the grouped scan: against 8, 1.5x to 1.9x faster on uniform random masks of density
-  // 0.02 (n 4096), within the spread on windows, BigBird, causal and random blocks; 1 was faster
-  // still on random masks but 1.6x slower on the window.
-  static constexpr int64_t kQueueCost = 2;
+  // The cheaper order for this block, from the cost estimates above: at most min(entries,
+  // columns / block_cols) windows (each holds an entry; the next starts past its end), at most
+  // min(entries, rows x windows) row visits.
   Order preferred_order() const {
     const int64_t entries = block_nnz();
     const int64_t windows = std::min(entries, (s_.num_cols + block_cols_ - 1) / block_cols_);
-    int64_t levels = 1;
-    while ((int64_t{1} << levels) <= rows_) ++levels;
-    return kQueueCost * (entries + rows_) * levels < windows * rows_ ? Order::queue : Order::scan;
+    const int64_t row_visits = std::min(entries, rows_ * windows);
+    return queue_steps(rows_, row_visits) < scan_steps(rows_, windows) ? Order::queue : Order::scan;
   }
 
   // Row r's entries in [window_begin, window_end), in column order.
