@@ -159,6 +159,8 @@ std::vector<CaseResult> run_case(SpeedProblem& problem, const std::vector<CaseSl
     result.forward_s = median(forward[i]);
     result.backward_s = median(backward[i]);
     result.both_s = median(both[i]);
+    result.forward_runs_s = forward[i];
+    result.backward_runs_s = backward[i];
     result.both_runs_s = both[i];
   }
   return results;

@@ -63,9 +63,10 @@ struct CaseResult {
   double forward_s = 0.0;   // medians
   double backward_s = 0.0;
   double both_s = 0.0;
-  // fwd+bwd of each timed repetition, in order: the i-th entries of the slots of one run_case
-  // call ran in the same repetition, side by side (the window target pairs them).
-  std::vector<double> both_runs_s;
+  // fwd, bwd and fwd+bwd of each timed repetition, in order: the i-th entries of the slots of
+  // one run_case call ran in the same repetition, side by side (the window and auto targets pair
+  // them).
+  std::vector<double> forward_runs_s, backward_runs_s, both_runs_s;
   // plan_attention for both passes, as the API calls it (included in the times above).
   double plan_s = 0.0;
   // GFLOP/s on attended pairs: forward 4 |Omega| d, backward 10 |Omega| d, per head.
