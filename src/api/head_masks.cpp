@@ -1,6 +1,8 @@
 // Planning one call's heads over their masks (head_masks.hpp).
 #include "api/head_masks.hpp"
 
+#include "api/cost_sum.hpp"
+
 #include <spattn/error.hpp>
 
 #include <algorithm>
@@ -17,18 +19,11 @@ AlgorithmCost sum_costs(const std::vector<MaskGroup>& groups, bool flash) {
   sum.feasible = true;
   for (const MaskGroup& group : groups) {
     const AlgorithmCost& cost = flash ? group.plan.flash : group.plan.small_cache;
-    const auto heads = static_cast<int64_t>(group.heads.size());
-    sum.feasible = sum.feasible && cost.feasible;
-    sum.min_cache_words = std::max(sum.min_cache_words, cost.min_cache_words);
-    sum.reads += cost.reads * heads;
-    sum.writes += cost.writes * heads;
-    sum.index_words += cost.index_words * heads;
-    sum.flops += cost.flops * heads;
-    sum.time_price += cost.time_price * heads;
+    add_cost(sum, cost, static_cast<int64_t>(group.heads.size()));
     if (sum.tiles.empty()) sum.tiles = cost.tiles;
   }
   if (groups.size() > 1) sum.tiles += " (first mask; each head mask has its own tiles)";
-  if (!sum.feasible) sum.reads = sum.writes = sum.index_words = sum.flops = sum.time_price = 0;
+  clear_if_infeasible(sum);
   return sum;
 }
 

@@ -4,6 +4,7 @@
 // Z_input from the nonzeros.
 #include <spattn/sparse_inputs.hpp>
 
+#include "api/cost_sum.hpp"
 #include "api/mask_cache.hpp"
 #include "api/sparse_inputs_detail.hpp"
 #include "schedules/flash.hpp"
@@ -25,6 +26,8 @@ namespace {
 using schedules::HeadInputs;
 using schedules::HeadShape;
 using schedules::SparseIo;
+using api_detail::add_cost;
+using api_detail::clear_if_infeasible;
 
 // The tiles and structures each algorithm runs with (as api/head_runner.cpp chooses them), and
 // its exact words with these inputs. Sparse inputs plan both algorithms' tiles for words (spattn/plan.hpp:
@@ -112,17 +115,6 @@ Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, c
   return plan;
 }
 
-// sum += one head's cost; the sum is feasible when every head's is (the heads' masks may differ).
-void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost) {
-  sum.feasible = sum.feasible && cost.feasible;
-  sum.min_cache_words = std::max(sum.min_cache_words, cost.min_cache_words);
-  sum.reads += cost.reads;
-  sum.writes += cost.writes;
-  sum.index_words += cost.index_words;
-  sum.flops += cost.flops;
-  sum.time_price += cost.time_price;
-}
-
 // Every head's plan summed: the words (each head's nonzeros and mask give its own), Z_input, Z_QK,
 // the bound and the compulsory words; one algorithm for all heads (the fewer summed words when
 // automatic, as api/head_masks.cpp chooses for dense inputs, here for PlanObjective::words). The
@@ -156,9 +148,8 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
          plan.flash.min_cache_words, ") nor small_cache (needs ", plan.small_cache.min_cache_words,
          ") for every head's mask");
   }
-  for (AlgorithmCost* cost : {&plan.flash, &plan.small_cache}) {
-    if (!cost->feasible) cost->reads = cost->writes = cost->index_words = cost->flops = cost->time_price = 0;  // as head_masks.cpp sums
-  }
+  clear_if_infeasible(plan.flash);
+  clear_if_infeasible(plan.small_cache);
   plan.algorithm = requested == Algorithm::automatic
                        ? choose_algorithm(plan.flash, plan.small_cache, plan.masked, PlanObjective::words)
                        : requested;

@@ -1,0 +1,29 @@
+// Summing per-head predictions (spattn::AlgorithmCost) into one call's: the heads with masks of
+// their own (head_masks.cpp) and the heads with CSR inputs (sparse_inputs_plan.cpp).
+#pragma once
+
+#include <spattn/plan.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace spattn::api_detail {
+
+// sum += times x cost. The sum is feasible when every part is (start it feasible) and needs the
+// largest part's M.
+inline void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost, int64_t times = 1) {
+  sum.feasible = sum.feasible && cost.feasible;
+  sum.min_cache_words = std::max(sum.min_cache_words, cost.min_cache_words);
+  sum.reads += cost.reads * times;
+  sum.writes += cost.writes * times;
+  sum.index_words += cost.index_words * times;
+  sum.flops += cost.flops * times;
+  sum.time_price += cost.time_price * times;
+}
+
+// An infeasible sum reads zero words, flops and price, as one infeasible prediction does.
+inline void clear_if_infeasible(AlgorithmCost& sum) {
+  if (!sum.feasible) sum.reads = sum.writes = sum.index_words = sum.flops = sum.time_price = 0;
+}
+
+}  // namespace spattn::api_detail
