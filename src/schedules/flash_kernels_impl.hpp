@@ -311,8 +311,11 @@ SPATTN_KERNEL_INLINE void accumulate_product(float* acc, int64_t rows_o, int64_t
 // ---- masks and the online softmax -----------------------------------------------------------
 
 // s[i][o] = fill where the partial tile's bit (o, i) is clear. The bits of one outer row are
-// contiguous (o * bit_stride + i), so each row reads its field once and skips the common cases
-// (all attended, none attended) without testing bit by bit.
+// contiguous (o * bit_stride + i): each row's field is read once, for up to 64 outer rows at a
+// time, and then s is written row i by row i, contiguously along o with a branch-free select
+// (the compiler vectorizes it); an inner row every field attends is skipped. (It wrote s column
+// by column, one strided store per cleared bit: on a uniform random mask, where every tile is
+// partial and most bits are clear, that cost flash as much as the tile's products.)
 SPATTN_KERNEL_INLINE void apply_bits(float* s, int64_t rows_i, int64_t rows_o, const uint64_t* bits,
                                      int64_t bit_stride, float fill) {
   if (rows_i > 64) {  // wider than a word (only when the inner tile is): bit by bit
@@ -325,15 +328,23 @@ SPATTN_KERNEL_INLINE void apply_bits(float* s, int64_t rows_i, int64_t rows_o, c
     return;
   }
   const uint64_t all = rows_i == 64 ? ~uint64_t{0} : (uint64_t{1} << rows_i) - 1;
-  for (int64_t o = 0; o < rows_o; ++o) {
-    const int64_t bit = o * bit_stride;
-    const int64_t word = bit >> 6, shift = bit & 63;
-    uint64_t field = bits[word] >> shift;
-    if (shift + rows_i > 64) field |= bits[word + 1] << (64 - shift);
-    field &= all;
-    if (field == all) continue;
+  constexpr int64_t kOuterGroup = 64;
+  uint64_t fields[kOuterGroup];
+  for (int64_t o0 = 0; o0 < rows_o; o0 += kOuterGroup) {
+    const int64_t count = rows_o - o0 < kOuterGroup ? rows_o - o0 : kOuterGroup;
+    uint64_t every = all;  // bit i: every outer row of the group attends inner row i
+    for (int64_t g = 0; g < count; ++g) {
+      const int64_t bit = (o0 + g) * bit_stride;
+      const int64_t word = bit >> 6, shift = bit & 63;
+      uint64_t field = bits[word] >> shift;
+      if (shift + rows_i > 64) field |= bits[word + 1] << (64 - shift);
+      fields[g] = field;
+      every &= field;
+    }
     for (int64_t i = 0; i < rows_i; ++i) {
-      if (((field >> i) & 1u) == 0) s[i * rows_o + o] = fill;
+      if ((every >> i) & 1u) continue;
+      float* row = s + i * rows_o + o0;
+      for (int64_t g = 0; g < count; ++g) row[g] = ((fields[g] >> i) & 1u) != 0 ? row[g] : fill;
     }
   }
 }
