@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+
 namespace {
 
 using spattn::Mask;
@@ -62,6 +65,18 @@ TEST(Arithmetic, DenseFlashAndSmallCacheCountEveryPair) {
   EXPECT_EQ(small_cache_flops(shape, 21, Pass::forward), 2 * (4 + 2) * 21);
   EXPECT_EQ(small_cache_flops(shape, 21, Pass::backward), (6 * 4 + 4 * 2) * 21);
   EXPECT_EQ(small_cache_flops(shape, 0, Pass::backward), 0);
+}
+
+// Prices are computed in double and saturate instead of wrapping (a wrapped price would flip
+// auto's choice on a huge problem).
+TEST(Arithmetic, PricesSaturateAtTheLargestInt64) {
+  EXPECT_EQ(saturated_price(0.0), 0);
+  EXPECT_EQ(saturated_price(2.4), 2);
+  EXPECT_EQ(saturated_price(2.5), 3);
+  EXPECT_EQ(saturated_price(-5.0), 0);
+  EXPECT_EQ(saturated_price(1e15), 1000000000000000);
+  EXPECT_EQ(saturated_price(1e19), INT64_MAX);
+  EXPECT_EQ(saturated_price(std::nan("")), INT64_MAX);
 }
 
 }  // namespace

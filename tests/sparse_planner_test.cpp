@@ -186,8 +186,7 @@ TEST(SparsePlanner, BandMasksGetSmallerFlashTilesAndAutoStillRunsFlash) {
 // smaller time price (flash on a tie); the dense problem is chosen by words under both; an
 // infeasible algorithm is never chosen.
 TEST(SparsePlanner, AutoChoosesByWordsOrByTimePrice) {
-  // time_price as the planner sets it (plan.hpp): 16 per word + flops, small_cache's flops x 32
-  // over a mask.
+  // Hand-made costs: only the words and time_price (plan.hpp) matter to the choice.
   auto cost = [](int64_t words, int64_t time_price, bool feasible = true) {
     spattn::AlgorithmCost c;
     c.feasible = feasible;

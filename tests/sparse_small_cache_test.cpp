@@ -357,20 +357,29 @@ TEST(SparseSmallCache, NativeRunIsBitIdenticalToCountedRun) {
 // The team schedules (each sweep's row or key blocks split round-robin over workers with fast
 // memories of their own) against the one-worker schedule: the same bits for 1, 2 and 3 workers,
 // and the words the workers move sum to the prediction. M = 60 and 400 make many blocks per
-// sweep (so every worker has some); M = 5000 makes one or two (so some workers have none).
+// sweep (so every worker has some); M = 5000 makes one or two (so some workers have none); the
+// time objective's tiles (wider windows, evenly sized blocks) too.
 TEST(SparseSmallCache, WorkersGiveTheOneWorkerBitsAndMoveThePredictedWords) {
   for (const HeadShape shape : {HeadShape{97, 45, 16, 16}, HeadShape{257, 7, 8, 3}}) {
     const auto mask = sparse_formats::random_pattern(shape.seqlen_q, shape.seqlen_k, 0.2, 5);
     const SparseSmallCacheMask prepared = prepare(mask);
-    for (int64_t cache_words : {60, 400, 5000}) {
-      const auto forward_tiles = sparse_small_cache_tiles(shape, prepared, cache_words, Pass::forward);
-      const auto backward_tiles = sparse_small_cache_tiles(shape, prepared, cache_words, Pass::backward);
+    for (const auto& [cache_words, objective] :
+         {std::pair{int64_t{60}, spattn::PlanObjective::words}, {int64_t{400}, spattn::PlanObjective::words},
+          {int64_t{5000}, spattn::PlanObjective::words}, {int64_t{400}, spattn::PlanObjective::time},
+          {int64_t{5000}, spattn::PlanObjective::time}}) {
+      const auto forward_tiles = sparse_small_cache_tiles(shape, prepared, cache_words, Pass::forward, objective);
+      const auto backward_tiles = sparse_small_cache_tiles(shape, prepared, cache_words, Pass::backward, objective);
       Problem one(shape);
-      run_forward(one, prepared, cache_words, nullptr);
-      run_backward(one, prepared, cache_words, nullptr);
+      {
+        FastMemory forward_fast(cache_words, nullptr, "one forward");
+        sparse_small_cache_forward(forward_fast, one.forward(), prepared, forward_tiles);
+        FastMemory backward_fast(cache_words, nullptr, "one backward");
+        sparse_small_cache_backward(backward_fast, one.backward(), prepared, backward_tiles);
+      }
       EXPECT_GT(max_abs(widen(one.dk)), 1e-3);
       for (int workers : {1, 2, 3}) {
-        const std::string where = std::to_string(workers) + " workers, M " + std::to_string(cache_words);
+        const std::string where = std::to_string(workers) + " workers, M " + std::to_string(cache_words) + ", " +
+                                  spattn::plan_objective_name(objective);
         Problem team(shape);
         Ledger forward_ledger, backward_ledger;
         spattn::cpu::WorkerMemories forward_memories(workers, cache_words, &forward_ledger, "f");

@@ -39,13 +39,13 @@ struct AttentionOptions {
   // of cache_words words (the model: M per core) and, when counting, its own ledger, merged into
   // `ledger` at the end. Results are bit-identical for every thread count (each output tile is
   // computed by one worker, in a fixed order of operations). flash splits every head's tiles over
-  // the workers; small_cache runs one head per worker, or, with a full mask and fewer heads than
-  // threads, splits each head's row blocks over all of them.
+  // the workers; small_cache runs one head per worker, or, with fewer heads than threads, splits
+  // each head's row blocks over all of them.
   int threads = 0;
-  // How block-sparse flash's tiles are chosen for a mask (spattn/plan.hpp): time (the default:
-  // words + flops, faster natively on banded masks) or words (the fewest words, the I/O study's
-  // choice). The plan returned, and a ledger when counting, follow it exactly either way. CSR
-  // (sparse-input) calls always plan for words.
+  // What the plan minimizes over a mask (spattn/plan.hpp): time (the default: block-sparse
+  // flash's and the density-adaptive small_cache's tiles and auto's choice priced for native
+  // speed) or words (the fewest words, the I/O study's choice). The plan returned, and a ledger
+  // when counting, follow it exactly either way. CSR (sparse-input) calls always plan for words.
   PlanObjective objective = PlanObjective::time;
 };
 

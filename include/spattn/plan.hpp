@@ -34,8 +34,9 @@ const char* pass_name(Pass pass);  // "forward" / "backward"
 //          pairs the visited tiles compute (docs/block_sparse.md,
 //          "Tile choice for a mask"): smaller tiles on banded masks, fewer wasted pairs, 1.3x to 2x
 //          faster on windows, documents and BigBird, up to 3.4x more words. small_cache's tiles
-//          over a mask minimize its time price, which gives its walks wider column windows (2x
-//          to 4x faster on random masks, a few percent more words). Auto runs the algorithm with
+//          over a mask minimize its time price, which gives its walks wide column windows and
+//          often the whole head_dim in one chunk (2x to 5x faster on random masks, 1x to 3.5x
+//          the words). Auto runs the algorithm with
 //          the smaller AlgorithmCost::time_price (below): words and work in one currency
 //          (docs/api.md, "Words or time"; docs/results.md section 4).
 enum class PlanObjective { words, time };
@@ -92,7 +93,7 @@ struct Plan {
   int64_t cache_words = 0;      // M
   Algorithm requested = Algorithm::automatic;
   Algorithm algorithm = Algorithm::flash;  // what runs: requested, or the cheaper when automatic
-  PlanObjective objective = PlanObjective::words;  // how flash's tiles were chosen for the mask
+  PlanObjective objective = PlanObjective::words;  // how the tiles and auto's choice were made over the mask
   AlgorithmCost flash;          // per head
   AlgorithmCost small_cache;    // per head
   int64_t reads = 0;            // predicted, all heads, for `algorithm`
@@ -144,7 +145,7 @@ Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& smal
 // searched only when search_switch is set (it re-predicts at about 40 sizes: O(40 nnz) for a
 // sparse mask); a full mask always gets it, searched once per (seqlen_q, seqlen_k, head_dim,
 // head_dim_v, pass) and kept (thread-safe).
-// `objective`: how flash's tiles are chosen for a mask (above).
+// `objective`: what the tiles over a mask and auto's choice minimize (above).
 Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
                     Pass pass, Algorithm requested = Algorithm::automatic, int64_t num_heads = 1,
                     bool search_switch = false, PlanObjective objective = PlanObjective::words);

@@ -2,6 +2,8 @@
 // their own (head_masks.cpp) and the heads with CSR inputs (sparse_inputs_plan.cpp).
 #pragma once
 
+#include "schedules/arithmetic.hpp"
+
 #include <spattn/plan.hpp>
 
 #include <algorithm>
@@ -18,7 +20,8 @@ inline void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost, int64_t time
   sum.writes += cost.writes * times;
   sum.index_words += cost.index_words * times;
   sum.flops += cost.flops * times;
-  sum.time_price += cost.time_price * times;
+  sum.time_price = schedules::saturated_price(static_cast<double>(sum.time_price) +
+                                             static_cast<double>(cost.time_price) * static_cast<double>(times));
 }
 
 // An infeasible sum reads zero words, flops and price, as one infeasible prediction does.

@@ -27,9 +27,12 @@ struct MaskCache {
   std::shared_ptr<const schedules::SparseMaskCounts> small_cache_counts(const Mask& mask);
 
   // The density-adaptive schedule's tiles for (head_dim, head_dim_v, M, pass, objective), chosen
-  // from the counts above once (the choice walks the mask for each candidate row block: about a
-  // tenth of a density-0.02 run at n 4096 when every call chose again) and shared by the planner
-  // and the runners, which must agree on them for the count to equal the prediction.
+  // from the counts above once and shared by the planner and the runners, which must agree on
+  // them for the count to equal the prediction. Choosing is not cheap: each candidate row block's
+  // distinct-column count walks the entries of an unstructured mask (O(nnz), about 30 to 45
+  // distinct blocks per pass, each count kept in the counts object), so a first call with a new
+  // shape can take about as long as the run itself (uniform random masks at n 4096); every later
+  // call finds the tiles here.
   schedules::SparseSmallCacheTiles small_cache_tiles(const Mask& mask, const schedules::HeadShape& shape,
                                                      int64_t cache_words, Pass pass, PlanObjective objective);
 

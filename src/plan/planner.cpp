@@ -36,10 +36,13 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
 }
 
 // A feasible prediction's flops and its time price (plan.hpp): kTimeFlopsPerWord per word + flops
-// (flash, dense small_cache; the density-adaptive small_cache prices its work instead).
-void set_flops(AlgorithmCost& cost, int64_t flops) {
+// + kFlashPartialPairCost per pair of a partial tile (flash, dense small_cache; the
+// density-adaptive small_cache prices its work instead).
+void set_flops(AlgorithmCost& cost, int64_t flops, int64_t partial_pairs = 0) {
   cost.flops = flops;
-  cost.time_price = kTimeFlopsPerWord * cost.total() + flops;
+  cost.time_price = schedules::saturated_price(static_cast<double>(kTimeFlopsPerWord) * static_cast<double>(cost.total()) +
+                                               static_cast<double>(flops) +
+                                               static_cast<double>(kFlashPartialPairCost) * static_cast<double>(partial_pairs));
 }
 
 AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
@@ -82,9 +85,9 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   cost.reads = words.total().reads;
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
-  set_flops(cost, schedules::flash_flops(shape, flash_mask.get(), pass));
   // Partial tiles also apply their mask bits, pair by pair (plan.hpp).
-  cost.time_price += kFlashPartialPairCost * schedules::flash_partial_pairs(flash_mask.get(), pass);
+  set_flops(cost, schedules::flash_flops(shape, flash_mask.get(), pass),
+            schedules::flash_partial_pairs(flash_mask.get(), pass));
   std::ostringstream text;
   text << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;
   if (pass == Pass::backward) {

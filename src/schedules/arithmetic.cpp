@@ -3,6 +3,8 @@
 
 #include "schedules/flash_mask.hpp"
 
+#include <cstdint>
+
 namespace spattn::schedules {
 
 int64_t flash_flops_per_pair(const HeadShape& shape, flash_detail::FlashNest nest) {
@@ -43,6 +45,12 @@ int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass) {
   const int64_t key_pairs = mask != nullptr ? stored_pairs(mask->key_cols) : all_pairs;
   return flash_flops_per_pair(shape, FlashNest::dq) * query_pairs +
          flash_flops_per_pair(shape, FlashNest::dkdv) * key_pairs;
+}
+
+int64_t saturated_price(double price) {
+  constexpr double kLimit = 9.2e18;  // just below 2^63
+  if (!(price < kLimit)) return INT64_MAX;  // (NaN too)
+  return price <= 0.0 ? 0 : static_cast<int64_t>(price + 0.5);
 }
 
 int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass) {

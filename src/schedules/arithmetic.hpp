@@ -40,6 +40,11 @@ int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass);
 // the forward's, or the backward's two nests summed. 0 for the dense schedule (nullptr).
 int64_t flash_partial_pairs(const FlashMask* mask, Pass pass);
 
+// A time price computed in double, rounded and saturated at INT64_MAX: the prices of very large
+// problems (n 131072 at the smallest M, many heads) pass 2^63, and a wrapped price would flip
+// auto's choice.
+int64_t saturated_price(double price);
+
 // small_cache's flops over `pairs` computed pairs: seqlen_q x seqlen_k for the dense schedule,
 // the mask's nnz for the density-adaptive one. O(1).
 int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass);

@@ -57,8 +57,10 @@ FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pas
 // The tiles block-sparse flash plans and runs with over `mask` for an objective (spattn/plan.hpp):
 // words, flash_tiles()' own; time, flash_tiles_for_mask() without a word cap. (Until auto priced
 // time, the API capped flash's words at small_cache's, because auto compared words: smaller tiles
-// could have handed small_cache a mask it runs slower. Auto now compares the same price this
-// choice minimizes, so smaller tiles can only make flash's price lower, never its chance worse.)
+// could have handed small_cache a mask it runs slower. Auto now compares time prices: this
+// choice's words + flops, plus a price per pair of a partial tile that the choice does not weigh
+// (smaller tiles over a band have as many partial tiles, each smaller), so smaller tiles lower
+// flash's price where they lower words + flops.)
 template <typename Index>
 FlashTiles masked_flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
                               const sparse_formats::CsrPatternView<Index>& mask, PlanObjective objective) {

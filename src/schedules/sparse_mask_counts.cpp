@@ -45,8 +45,30 @@ SparseMaskCounts::SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>
   }
 }
 
+template <typename Count>
+int64_t SparseMaskCounts::remembered(std::map<int64_t, int64_t>& memo, int64_t block, Count&& count) const {
+  {
+    std::lock_guard<std::mutex> lock(memo_mutex_);
+    const auto found = memo.find(block);
+    if (found != memo.end()) return found->second;
+  }
+  const int64_t value = count(block);  // (a race counts the same block twice, with the same result)
+  std::lock_guard<std::mutex> lock(memo_mutex_);
+  memo.emplace(block, value);
+  return value;
+}
+
 int64_t SparseMaskCounts::touched_keys(int64_t block_rows) const {
-  block_rows = std::max<int64_t>(block_rows, 1);
+  return remembered(touched_keys_memo_, std::max<int64_t>(block_rows, 1),
+                    [this](int64_t block) { return count_touched_keys(block); });
+}
+
+int64_t SparseMaskCounts::touched_queries(int64_t block_cols) const {
+  return remembered(touched_queries_memo_, std::max<int64_t>(block_cols, 1),
+                    [this](int64_t block) { return count_touched_queries(block); });
+}
+
+int64_t SparseMaskCounts::count_touched_keys(int64_t block_rows) const {
   if (block_rows == 1) return nnz_;  // a row's keys are distinct
   return uses_runs() ? touched_keys_by_runs(block_rows) : touched_keys_by_entries(block_rows);
 }
@@ -94,8 +116,7 @@ int64_t SparseMaskCounts::touched_keys_by_runs(int64_t block_rows) const {
 }
 
 // Per query row, the distinct blocks of block_cols keys its entries fall in.
-int64_t SparseMaskCounts::touched_queries(int64_t block_cols) const {
-  block_cols = std::max<int64_t>(block_cols, 1);
+int64_t SparseMaskCounts::count_touched_queries(int64_t block_cols) const {
   if (block_cols == 1) return nnz_;  // a key's query rows are distinct
   const int64_t m = csr_.num_rows;
   int64_t touched = 0;

@@ -13,6 +13,8 @@
 #include <sparse_formats/csr.hpp>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <vector>
 
 namespace spattn::schedules {
@@ -33,13 +35,23 @@ class SparseMaskCounts {
   // Sum over blocks of `block_rows` consecutive query rows of the distinct keys their entries
   // touch, and over blocks of `block_cols` consecutive keys of the distinct query rows touching
   // them (= sum over query rows of the distinct key blocks their entries fall in). Equal to
-  // SparseSmallCacheMask's counts of the same name.
+  // SparseSmallCacheMask's counts of the same name. Each count is remembered (the tile choice,
+  // the prediction and the work estimate ask for the same block sizes; a count walks the entries
+  // or the runs): thread-safe, the object is shared by a Mask's planners.
   int64_t touched_keys(int64_t block_rows) const;
   int64_t touched_queries(int64_t block_cols) const;
 
  private:
+  int64_t count_touched_keys(int64_t block_rows) const;
+  int64_t count_touched_queries(int64_t block_cols) const;
   int64_t touched_keys_by_entries(int64_t block_rows) const;
   int64_t touched_keys_by_runs(int64_t block_rows) const;
+  // get(block) from memo, computing it with count(block) outside the lock the first time.
+  template <typename Count>
+  int64_t remembered(std::map<int64_t, int64_t>& memo, int64_t block, Count&& count) const;
+
+  mutable std::mutex memo_mutex_;
+  mutable std::map<int64_t, int64_t> touched_keys_memo_, touched_queries_memo_;
 
   sparse_formats::CsrPatternView<int64_t> csr_;
   int64_t nnz_ = 0;

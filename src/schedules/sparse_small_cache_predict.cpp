@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -129,6 +130,13 @@ int64_t sweep_width(Sweep sweep, const HeadShape& shape) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The chunks a sweep streams its dense width in: an SDDMM has at least one (a width of 0 still
+// writes its entries), an SpMM with width 0 none (nothing moves).
+int64_t sweep_chunks(Sweep sweep, const HeadShape& shape, const SparseSweepTiles& tiles) {
+  const int64_t w = sweep_width(sweep, shape);
+  return sweep_traits(sweep).sddmm ? std::max<int64_t>(1, ceil_div(w, tiles.chunk)) : ceil_div(w, tiles.chunk);
+}
+
 // The words of one sweep, given `touched` = the sum over its row blocks of the distinct B rows
 // they touch (docs/sparse_small_cache.md, "Exact words").
 SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
@@ -140,8 +148,8 @@ SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& m
   const int64_t nnz = mask.nnz();
   const int64_t blocks = ceil_div(rows, tiles.block_rows);
   SparseIo io;
+  const int64_t chunks = sweep_chunks(sweep, shape, tiles);
   if (traits.sddmm) {
-    const int64_t chunks = std::max<int64_t>(1, ceil_div(w, tiles.chunk));
     io.indices.reads = rows + blocks + chunks * nnz;  // row pointers; a column word per entry
     io.values.reads = nonempty * w + touched * w + (chunks - 1) * nnz;  // A, B, partial sums
     io.values.writes = chunks * nnz;                         // partial sums, then the result
@@ -150,8 +158,7 @@ SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& m
     if (sweep == Sweep::d_scores) io.values.reads += nonempty * w + nnz;  // O rows (for D); P
     return io;
   }
-  if (w == 0) return io;
-  const int64_t chunks = ceil_div(w, tiles.chunk);
+  if (chunks == 0) return io;
   // Per chunk and entry: its column (and, transposed, its CSR position) and its value.
   io.indices.reads = rows + blocks + chunks * nnz * (traits.transposed ? 2 : 1);
   io.values.reads = chunks * nnz + touched * w;
@@ -160,24 +167,10 @@ SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& m
   return io;
 }
 
-// touched for a sweep's row blocks, remembered per block size (the tile choice asks often).
-class TouchedCounts {
- public:
-  explicit TouchedCounts(const SparseMaskCounts& mask) : mask_(mask) {}
-  int64_t get(bool transposed, int64_t block_rows) {
-    auto& memo = transposed ? keys_ : queries_;
-    const auto found = memo.find(block_rows);
-    if (found != memo.end()) return found->second;
-    const int64_t value =
-        transposed ? mask_.touched_queries(block_rows) : mask_.touched_keys(block_rows);
-    memo.emplace(block_rows, value);
-    return value;
-  }
-
- private:
-  const SparseMaskCounts& mask_;
-  std::map<int64_t, int64_t> queries_, keys_;  // row-major walks (touched keys), transposed
-};
+// touched for a sweep's row blocks (SparseMaskCounts remembers each block size's count).
+int64_t touched_of(const SparseMaskCounts& mask, bool transposed, int64_t block_rows) {
+  return transposed ? mask.touched_queries(block_rows) : mask.touched_keys(block_rows);
+}
 
 // One sweep's walk steps with these tiles (SparseSmallCacheWork::walk_steps), from per-block
 // averages: each block's entries, and its touched columns taken as spread over all the columns
@@ -186,11 +179,10 @@ class TouchedCounts {
 int64_t sweep_walk_steps(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
                          const SparseSweepTiles& tiles, int64_t touched) {
   const SweepTraits traits = sweep_traits(sweep);
-  const int64_t w = sweep_width(sweep, shape);
-  if (mask.nnz() == 0 || (!traits.sddmm && w == 0)) return 0;
+  const int64_t chunks = sweep_chunks(sweep, shape, tiles);
+  if (mask.nnz() == 0 || chunks == 0) return 0;
   const int64_t rows = traits.transposed ? mask.seqlen_k() : mask.seqlen_q();
   const int64_t cols = std::max<int64_t>(traits.transposed ? mask.seqlen_q() : mask.seqlen_k(), 1);
-  const int64_t chunks = std::max<int64_t>(1, ceil_div(w, tiles.chunk));
   const int64_t blocks = ceil_div(rows, tiles.block_rows);
   const int64_t block_rows = std::min(tiles.block_rows, rows);
   const double entries = static_cast<double>(mask.nnz()) / static_cast<double>(blocks);
@@ -205,10 +197,7 @@ int64_t sweep_walk_steps(Sweep sweep, const HeadShape& shape, const SparseMaskCo
 // One sweep's entry visits: every entry once per chunk.
 int64_t sweep_entry_visits(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
                            const SparseSweepTiles& tiles) {
-  const SweepTraits traits = sweep_traits(sweep);
-  const int64_t w = sweep_width(sweep, shape);
-  if (!traits.sddmm && w == 0) return 0;
-  return std::max<int64_t>(1, ceil_div(w, tiles.chunk)) * mask.nnz();
+  return sweep_chunks(sweep, shape, tiles) * mask.nnz();
 }
 
 // What choose_sweep minimizes for a sweep's tiles: words, or the time price of the words, the
@@ -229,7 +218,7 @@ constexpr int64_t kReservedWindows[] = {16, 64, 256, 1024};
 
 // The tiles of one sweep with the smallest sweep_price (sparse_small_cache_tiles).
 SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
-                              int64_t cache_words, TouchedCounts& touched, PlanObjective objective) {
+                              int64_t cache_words, PlanObjective objective) {
   const SweepTraits traits = sweep_traits(sweep);
   const int64_t w = std::max<int64_t>(sweep_width(sweep, shape), 1);
   const int64_t rows = std::max<int64_t>(traits.transposed ? mask.seqlen_k() : mask.seqlen_q(), 1);
@@ -253,7 +242,7 @@ SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseM
       tiles.block_cols = std::min(
           (cache_words - 1 - traits.entry_words - block_rows * per_row) / (chunk + 1), cols);
       const int64_t price =
-          sweep_price(sweep, shape, mask, tiles, touched.get(traits.transposed, block_rows), objective);
+          sweep_price(sweep, shape, mask, tiles, touched_of(mask, traits.transposed, block_rows), objective);
       // On a tie: words keeps the larger block (its choice since the start), time the smaller
       // (evenly sized blocks split better over workers).
       const bool tie_wins = objective == PlanObjective::words ? block_rows > best.block_rows
@@ -301,6 +290,18 @@ constexpr Sweep kForwardSweeps[] = {Sweep::scores, Sweep::output};
 constexpr Sweep kBackwardSweeps[] = {Sweep::probs, Sweep::d_scores, Sweep::dq, Sweep::dk,
                                      Sweep::dv};
 
+// The sweeps of a pass, in the order they run.
+struct SweepList {
+  const Sweep* first;
+  const Sweep* last;
+  const Sweep* begin() const { return first; }
+  const Sweep* end() const { return last; }
+};
+SweepList sweeps_of(Pass pass) {
+  return pass == Pass::forward ? SweepList{std::begin(kForwardSweeps), std::end(kForwardSweeps)}
+                               : SweepList{std::begin(kBackwardSweeps), std::end(kBackwardSweeps)};
+}
+
 const SparseSweepTiles& tiles_of(const SparseSmallCacheTiles& tiles, Sweep sweep) {
   switch (sweep) {
     case Sweep::scores: return tiles.scores;
@@ -327,11 +328,9 @@ SparseSweepTiles& tiles_of(SparseSmallCacheTiles& tiles, Sweep sweep) {
   return tiles.scores;
 }
 
-template <size_t N>
-SparseIo predict_sweeps(const Sweep (&sweeps)[N], const HeadShape& shape,
-                        const SparseMaskCounts& mask, const SparseSmallCacheTiles& tiles) {
+SparseIo predict_sweeps(const HeadShape& shape, const SparseMaskCounts& mask, const SparseSmallCacheTiles& tiles) {
   SparseIo io;
-  for (Sweep sweep : sweeps) io += predict_sweep(sweep, shape, mask, tiles_of(tiles, sweep));
+  for (Sweep sweep : sweeps_of(tiles.pass)) io += predict_sweep(sweep, shape, mask, tiles_of(tiles, sweep));
   return io;
 }
 
@@ -344,10 +343,7 @@ SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCac
 
 SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
                        const SparseSweepTiles& tiles) {
-  const SweepTraits traits = sweep_traits(sweep);
-  const int64_t touched = traits.transposed ? mask.touched_queries(tiles.block_rows)
-                                            : mask.touched_keys(tiles.block_rows);
-  return sweep_io(sweep, shape, mask, tiles, touched);
+  return sweep_io(sweep, shape, mask, tiles, touched_of(mask, sweep_traits(sweep).transposed, tiles.block_rows));
 }
 
 namespace {
@@ -417,11 +413,7 @@ using namespace sparse_small_cache_detail;
 int64_t sparse_small_cache_min_cache_words(Pass pass) {
   const SparseSweepTiles ones;
   int64_t words = 0;
-  if (pass == Pass::forward) {
-    for (Sweep sweep : kForwardSweeps) words = std::max(words, sweep_fast_words(sweep, ones));
-  } else {
-    for (Sweep sweep : kBackwardSweeps) words = std::max(words, sweep_fast_words(sweep, ones));
-  }
+  for (Sweep sweep : sweeps_of(pass)) words = std::max(words, sweep_fast_words(sweep, ones));
   return words;
 }
 
@@ -447,16 +439,7 @@ SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const Spa
   tiles.shape = shape;
   tiles.cache_words = cache_words;
   tiles.nnz = mask.nnz();
-  TouchedCounts touched(mask);
-  if (pass == Pass::forward) {
-    for (Sweep sweep : kForwardSweeps) {
-      tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, touched, objective);
-    }
-  } else {
-    for (Sweep sweep : kBackwardSweeps) {
-      tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, touched, objective);
-    }
-  }
+  for (Sweep sweep : sweeps_of(pass)) tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, objective);
   return tiles;
 }
 
@@ -464,39 +447,30 @@ SparseSmallCacheWork estimate_sparse_small_cache_work(const HeadShape& shape, co
                                                       const SparseSmallCacheTiles& tiles) {
   check_tiles_of("estimate_sparse_small_cache_work", shape, mask, tiles, tiles.pass);
   SparseSmallCacheWork work;
-  const auto add = [&](Sweep sweep) {
+  for (Sweep sweep : sweeps_of(tiles.pass)) {
     const SparseSweepTiles& t = tiles_of(tiles, sweep);
-    const bool transposed = sweep_traits(sweep).transposed;
-    const int64_t touched = transposed ? mask.touched_queries(t.block_rows) : mask.touched_keys(t.block_rows);
     work.entry_visits += sweep_entry_visits(sweep, shape, mask, t);
-    work.walk_steps += sweep_walk_steps(sweep, shape, mask, t, touched);
-  };
-  if (tiles.pass == Pass::forward) {
-    for (Sweep sweep : kForwardSweeps) add(sweep);
-  } else {
-    for (Sweep sweep : kBackwardSweeps) add(sweep);
+    work.walk_steps +=
+        sweep_walk_steps(sweep, shape, mask, t, touched_of(mask, sweep_traits(sweep).transposed, t.block_rows));
   }
   work.flops = small_cache_flops(shape, mask.nnz(), tiles.pass);
   return work;
 }
 
 int64_t sparse_small_cache_time_price(int64_t words, const SparseSmallCacheWork& work) {
-  return kTimeFlopsPerWord * words + kSparseSmallCacheVisitCost * work.entry_visits +
-         kSparseSmallCacheWalkStepCost * work.walk_steps + kSparseSmallCacheFlopCost * work.flops;
+  return saturated_price(static_cast<double>(kTimeFlopsPerWord) * static_cast<double>(words) +
+                         static_cast<double>(kSparseSmallCacheVisitCost) * static_cast<double>(work.entry_visits) +
+                         static_cast<double>(kSparseSmallCacheWalkStepCost) * static_cast<double>(work.walk_steps) +
+                         static_cast<double>(kSparseSmallCacheFlopCost) * static_cast<double>(work.flops));
 }
 
 int64_t sparse_small_cache_fast_words(const SparseSmallCacheTiles& tiles) {
   int64_t words = 0;
-  const auto add = [&](Sweep sweep) {
+  for (Sweep sweep : sweeps_of(tiles.pass)) {
     // An SpMM with nothing to compute (width 0) allocates nothing.
     if (sweep_traits(sweep).sddmm || sweep_width(sweep, tiles.shape) > 0) {
       words = std::max(words, sweep_fast_words(sweep, tiles_of(tiles, sweep)));
     }
-  };
-  if (tiles.pass == Pass::forward) {
-    for (Sweep sweep : kForwardSweeps) add(sweep);
-  } else {
-    for (Sweep sweep : kBackwardSweeps) add(sweep);
   }
   return words;
 }
@@ -505,26 +479,26 @@ SparseIo predict_sparse_small_cache_forward(const HeadShape& shape,
                                             const SparseSmallCacheMask& mask,
                                             const SparseSmallCacheTiles& tiles) {
   check_tiles("predict_sparse_small_cache_forward", shape, mask, tiles, Pass::forward);
-  return predict_sweeps(kForwardSweeps, shape, counts_of(mask), tiles);
+  return predict_sweeps(shape, counts_of(mask), tiles);
 }
 
 SparseIo predict_sparse_small_cache_backward(const HeadShape& shape,
                                              const SparseSmallCacheMask& mask,
                                              const SparseSmallCacheTiles& tiles) {
   check_tiles("predict_sparse_small_cache_backward", shape, mask, tiles, Pass::backward);
-  return predict_sweeps(kBackwardSweeps, shape, counts_of(mask), tiles);
+  return predict_sweeps(shape, counts_of(mask), tiles);
 }
 
 SparseIo predict_sparse_small_cache_forward(const HeadShape& shape, const SparseMaskCounts& mask,
                                             const SparseSmallCacheTiles& tiles) {
   check_tiles_of("predict_sparse_small_cache_forward", shape, mask, tiles, Pass::forward);
-  return predict_sweeps(kForwardSweeps, shape, mask, tiles);
+  return predict_sweeps(shape, mask, tiles);
 }
 
 SparseIo predict_sparse_small_cache_backward(const HeadShape& shape, const SparseMaskCounts& mask,
                                              const SparseSmallCacheTiles& tiles) {
   check_tiles_of("predict_sparse_small_cache_backward", shape, mask, tiles, Pass::backward);
-  return predict_sweeps(kBackwardSweeps, shape, mask, tiles);
+  return predict_sweeps(shape, mask, tiles);
 }
 
 }  // namespace spattn::schedules
