@@ -90,8 +90,9 @@ class BenchWindowTargetTest : public ::testing::Test {
 
 TEST_F(BenchWindowTargetTest, ReportsTheRatioFromMediansAndPerRepetition) {
   const fs::path csv = dir_ / "window.csv";
+  // --min-seconds 0: exactly --reps repetitions (by default short cases repeat for 0.1 s).
   const ProgramResult result = run_bench("--window-target --n 300 --d 16 --algorithms flash,auto --reps 3 "
-                                  "--threads 1 --csv " + csv.string());
+                                  "--min-seconds 0 --threads 1 --csv " + csv.string());
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("target <= 1.3x"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("per repetition (3 pairs)"), std::string::npos) << result.output;

@@ -127,7 +127,10 @@ std::vector<CaseResult> run_case(SpeedProblem& problem, const std::vector<CaseSl
 
   std::vector<std::vector<double>> forward(count), backward(count), both(count);
   const auto case_start = std::chrono::steady_clock::now();
-  for (int r = 0; r < std::max(settings.repetitions, 1); ++r) {
+  // Seconds per slot, so the case's budget and minimum scale with its slots.
+  const double budget = settings.max_seconds * static_cast<double>(count);
+  const double minimum = settings.min_seconds * static_cast<double>(count);
+  for (int r = 0; r < kMaxRepetitions; ++r) {
     // Repetition r starts at slot r mod count, so that no slot always runs first or right after
     // another (a slot that frees n x n buffers, say).
     for (size_t turn = 0; turn < count; ++turn) {
@@ -141,7 +144,8 @@ std::vector<CaseResult> run_case(SpeedProblem& problem, const std::vector<CaseSl
       backward[i].push_back(both_s - forward_s);
       both[i].push_back(both_s);
     }
-    if (seconds_since(case_start) > settings.max_seconds * static_cast<double>(count)) break;
+    const double elapsed = seconds_since(case_start);
+    if (elapsed > budget || (r + 1 >= std::max(settings.repetitions, 1) && elapsed >= minimum)) break;
   }
   // The planner's share: what the API spends choosing before it runs (measured apart).
   const bounds::DenseShape shape{problem.seqlen(), problem.seqlen(), problem.head_dim(), problem.head_dim()};

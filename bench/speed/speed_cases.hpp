@@ -22,10 +22,15 @@ const std::vector<MaskChoice>& standard_masks();
 // A name from standard_masks(), or any PATTERN-SPEC (then name = spec).
 MaskChoice parse_mask_choice(const std::string& text);
 
+inline constexpr int kMaxRepetitions = 1000;
+
 struct RunSettings {
   int threads = 0;            // AttentionOptions::threads (0 = hardware concurrency)
   int repetitions = 3;        // timed repetitions (after one warm-up); the median is reported
   double max_seconds = 30.0;  // stop repeating once a case has taken this long (>= 1 repetition)
+  // keep repeating past `repetitions` until a case has taken this long (at most
+  // kMaxRepetitions): sub-millisecond cases get enough repetitions for a stable median
+  double min_seconds = 0.1;
   int64_t cache_words = 0;    // AttentionOptions::cache_words (0 = default_cache_words())
   int64_t heads = 1;          // heads of the problem (batch 1)
 };

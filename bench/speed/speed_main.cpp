@@ -134,6 +134,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", settings.threads, "worker threads (0 = hardware concurrency)");
   app.add_option("--reps", settings.repetitions, "timed repetitions per case (median reported)");
   app.add_option("--max-seconds", settings.max_seconds, "stop repeating a case after this long (per algorithm and M)");
+  app.add_option("--min-seconds", settings.min_seconds,
+                 "repeat past --reps until a case has run this long (per algorithm and M; at most 1000 "
+                 "repetitions), so that short cases get a stable median")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   app.add_option("--cache-words", cache_words_list,
                  "fast-memory sizes M, each case run at each (0 = the default, "
                  "spattn::default_cache_words())")->delimiter(',');
