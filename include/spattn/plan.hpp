@@ -56,9 +56,10 @@ PlanObjective parse_plan_objective(const std::string& name);
 // each of its flops kSparseSmallCacheFlopCost, next to kTimeFlopsPerWord per word. Fitted by
 // least squares (relative error) to single-thread runs of both algorithms over uniform random
 // masks of density 0.002 to 0.2, windows, dilated windows, BigBird, documents, random blocks and
-// causal at n 1024 to 4096, d 64 and 128 (docs/results.md section 4, "Auto priced for time").
+// causal at n 1024 to 4096, d 64 and 128 (docs/results.md section 4, "Wide windows and a work
+// price").
 inline constexpr int64_t kTimeFlopsPerWord = 16;
-inline constexpr int64_t kFlashPartialPairCost = 200;
+inline constexpr int64_t kFlashPartialPairCost = 100;
 inline constexpr int64_t kSparseSmallCacheVisitCost = 1200;
 inline constexpr int64_t kSparseSmallCacheWalkStepCost = 4000;
 inline constexpr int64_t kSparseSmallCacheFlopCost = 4;
