@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
-#include <map>
 #include <sstream>
 
 namespace spattn::schedules {
@@ -130,11 +129,9 @@ int64_t sweep_width(Sweep sweep, const HeadShape& shape) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The chunks a sweep streams its dense width in: an SDDMM has at least one (a width of 0 still
-// writes its entries), an SpMM with width 0 none (nothing moves).
+// The chunks of a sweep with these tiles (sweep_chunk_count, as the runs stream them).
 int64_t sweep_chunks(Sweep sweep, const HeadShape& shape, const SparseSweepTiles& tiles) {
-  const int64_t w = sweep_width(sweep, shape);
-  return sweep_traits(sweep).sddmm ? std::max<int64_t>(1, ceil_div(w, tiles.chunk)) : ceil_div(w, tiles.chunk);
+  return sweep_chunk_count(sweep_traits(sweep).sddmm, sweep_width(sweep, shape), tiles.chunk);
 }
 
 // The words of one sweep, given `touched` = the sum over its row blocks of the distinct B rows

@@ -253,6 +253,12 @@ class BlockWalker {
 // The number of chunks of `chunk` columns covering `width` (the last may be short).
 inline int64_t chunk_count(int64_t width, int64_t chunk) { return (width + chunk - 1) / chunk; }
 
+// The chunks a sweep streams its dense width in (the runs and the predictions): an SDDMM at least
+// one (a width of 0 still writes its entries), an SpMM none when the width is 0 (nothing moves).
+inline int64_t sweep_chunk_count(bool sddmm, int64_t width, int64_t chunk) {
+  return sddmm ? std::max<int64_t>(1, chunk_count(width, chunk)) : chunk_count(width, chunk);
+}
+
 // ---- The two sweeps -----------------------------------------------------------------------------
 // Hooks are duck-typed (static dispatch); their fast buffers are allocated by the caller before
 // the sweep is called.
@@ -295,7 +301,7 @@ void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t w
       fast.allocate<float>(tiles.block_cols * ld, "sparse_small_cache B rows");
   io::FastBuffer<float> value = fast.allocate<float>(1, "sparse_small_cache entry value");
   // A dense width of 0 still has one (empty) chunk: the entries are written (S = 0).
-  const int64_t chunks = std::max<int64_t>(1, chunk_count(width, ld));
+  const int64_t chunks = sweep_chunk_count(true, width, ld);
   for (int64_t row0 = share.first_block * tiles.block_rows; row0 < structure.num_rows;
        row0 += share.block_step * tiles.block_rows) {
     walker.load_block(fast, row0, std::min(tiles.block_rows, structure.num_rows - row0));
@@ -358,7 +364,7 @@ void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t wi
   io::FastBuffer<float> b_rows =
       fast.allocate<float>(tiles.block_cols * ld, "sparse_small_cache B rows");
   io::FastBuffer<float> value = fast.allocate<float>(1, "sparse_small_cache entry value");
-  const int64_t chunks = chunk_count(width, ld);
+  const int64_t chunks = sweep_chunk_count(false, width, ld);
   for (int64_t row0 = share.first_block * tiles.block_rows; row0 < structure.num_rows;
        row0 += share.block_step * tiles.block_rows) {
     walker.load_block(fast, row0, std::min(tiles.block_rows, structure.num_rows - row0));
