@@ -2,59 +2,24 @@
 // ratio window / (full x density) reported from the medians and per repetition, the CSV agreeing
 // with the text, and a clear error for flags it cannot take. Times are never asserted (they are
 // measured in bench/), only how the reported numbers relate to one another and to the mask.
-#include "support/run_program.hpp"
+#include "support/bench_program.hpp"
 
 #include <gtest/gtest.h>
-
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
-
-// SPATTN_BENCH_PATH comes with a build dependency on spattn_bench; without it the test looks in
-// the build directory and is skipped where the bench was not built (SPATTN_BUILD_CLI off).
-#ifdef SPATTN_BENCH_PATH
-constexpr bool kBenchRequired = true;
-#else
-constexpr bool kBenchRequired = false;
-#define SPATTN_BENCH_PATH SPATTN_BINARY_DIR "/spattn_bench"
-#endif
 
 namespace fs = std::filesystem;
 
 namespace {
 
 using spattn_test::ProgramResult;
-
-ProgramResult run_bench(const std::string& arguments) {
-  return spattn_test::run_program(std::string(SPATTN_BENCH_PATH) + " " + arguments);
-}
-
-// The CSV as one map per row, keyed by the header's names.
-std::vector<std::map<std::string, std::string>> read_csv(const fs::path& path) {
-  std::ifstream file(path);
-  std::string line;
-  std::vector<std::string> names;
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(file, line)) {
-    std::vector<std::string> fields;
-    std::stringstream stream(line);
-    for (std::string field; std::getline(stream, field, ',');) fields.push_back(field);
-    if (names.empty()) {
-      names = fields;
-      continue;
-    }
-    std::map<std::string, std::string>& row = rows.emplace_back();
-    for (size_t i = 0; i < names.size() && i < fields.size(); ++i) row[names[i]] = fields[i];
-  }
-  return rows;
-}
+using spattn_test::read_csv;
+using spattn_test::run_bench;
 
 double number(const std::map<std::string, std::string>& row, const std::string& name) {
   const auto it = row.find(name);
@@ -72,21 +37,7 @@ double window_density(int64_t n) {
   return static_cast<double>(pairs) / static_cast<double>(n * n);
 }
 
-class BenchWindowTargetTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!kBenchRequired && !fs::exists(SPATTN_BENCH_PATH)) {
-      GTEST_SKIP() << SPATTN_BENCH_PATH << " is not built (target spattn_bench)";
-    }
-    ASSERT_TRUE(fs::exists(SPATTN_BENCH_PATH)) << SPATTN_BENCH_PATH << " is not built (target spattn_bench)";
-    dir_ = fs::temp_directory_path() / ("spattn_bench_window_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+using BenchWindowTargetTest = spattn_test::BenchProgramTest;
 
 TEST_F(BenchWindowTargetTest, ReportsTheRatioFromMediansAndPerRepetition) {
   const fs::path csv = dir_ / "window.csv";

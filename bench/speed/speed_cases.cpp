@@ -26,6 +26,27 @@ MaskChoice parse_mask_choice(const std::string& text) {
   return {text, text};
 }
 
+std::vector<std::string> split_mask_list(const std::vector<std::string>& arguments) {
+  std::vector<std::string> masks;
+  for (const std::string& argument : arguments) {
+    size_t begin = 0;
+    bool first = true;
+    while (begin <= argument.size()) {
+      const size_t end = std::min(argument.find(',', begin), argument.size());
+      const std::string piece = argument.substr(begin, end - begin);
+      const bool parameter = piece.find('=') != std::string::npos && piece.find(':') == std::string::npos;
+      if (parameter && !first) {
+        masks.back() += "," + piece;
+      } else {
+        masks.push_back(piece);
+      }
+      first = false;
+      begin = end + 1;
+    }
+  }
+  return masks;
+}
+
 int resolved_threads(int threads) {
   if (threads > 0) return threads;
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -21,6 +21,11 @@ struct MaskChoice {
 const std::vector<MaskChoice>& standard_masks();
 // A name from standard_masks(), or any PATTERN-SPEC (then name = spec).
 MaskChoice parse_mask_choice(const std::string& text);
+// --masks' arguments split at their commas into names and specs, where a comma also separates a
+// spec's parameters: a piece with '=' and no ':' ("dilation=4", "seed=3") continues the spec
+// before it, so "dilated_window:w=64,dilation=4,causal" is two masks. (Pattern and standard names
+// hold no '=', so no mask can start that way.)
+std::vector<std::string> split_mask_list(const std::vector<std::string>& arguments);
 
 inline constexpr int kMaxRepetitions = 1000;
 

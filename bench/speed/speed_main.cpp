@@ -129,7 +129,8 @@ int main(int argc, char** argv) {
   app.add_option("--d", head_dims, "head dims")->delimiter(',');
   CLI::Option* masks_option = app.add_option("--masks", mask_names,
                  "masks: full, causal, window, bigbird, documents, random, random_blocks, or any "
-                 "PATTERN-SPEC")->delimiter(',');
+                 "PATTERN-SPEC, comma-separated (a spec's own parameters may follow their commas: "
+                 "dilated_window:w=64,dilation=4,causal is two masks)");
   app.add_option("--algorithms", algorithm_names, "flash, small_cache, auto")->delimiter(',');
   app.add_option("--threads", settings.threads, "worker threads (0 = hardware concurrency)");
   app.add_option("--reps", settings.repetitions, "timed repetitions per case (median reported)");
@@ -203,7 +204,7 @@ int main(int argc, char** argv) {
     std::vector<CaseResult> results;
     print_table_header(std::cout, roofline);
     for (const int64_t n : seqlens) {
-      for (const std::string& name : mask_names) {
+      for (const std::string& name : split_mask_list(mask_names)) {
         const MaskChoice choice = parse_mask_choice(name);
         const Mask mask = Mask::from_spec(choice.spec, n, n);
         for (const int64_t d : head_dims) {

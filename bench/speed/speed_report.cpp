@@ -18,6 +18,14 @@ std::string format(const char* pattern, double value) {
   return buffer;
 }
 
+// A CSV field: quoted (RFC 4180) when it holds a comma or a quote, as a spec's parameters do.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
 const CaseResult* find(const std::vector<CaseResult>& results, const std::string& mask, int64_t n,
                        int64_t d, Algorithm algorithm, int64_t cache_words) {
   for (const CaseResult& r : results) {
@@ -75,7 +83,7 @@ void write_csv(const std::string& path, const std::vector<CaseResult>& results,
          "forward_ms,backward_ms,both_ms,forward_gflops,backward_gflops,both_gflops,"
          "sgemm_gflops,plan_ms,repetitions\n";
   for (const CaseResult& r : results) {
-    csv << r.mask << ',' << r.seqlen << ',' << r.head_dim << ',' << r.heads << ',' << r.threads << ','
+    csv << csv_field(r.mask) << ',' << r.seqlen << ',' << r.head_dim << ',' << r.heads << ',' << r.threads << ','
         << r.cache_words << ',' << algorithm_name(r.requested) << ',' << algorithm_name(r.forward_ran) << ','
         << algorithm_name(r.backward_ran) << ',' << r.density << ',' << r.nnz << ','
         << 1e3 * r.forward_s << ',' << 1e3 * r.backward_s << ',' << 1e3 * r.both_s << ','
