@@ -170,6 +170,27 @@ TEST_F(CliTest, PlanAndBoundPrintTheirParts) {
   EXPECT_NE(r.output.find("387"), std::string::npos) << r.output;
 }
 
+// Under the time objective the plan prints the price's rates and where they come from; the
+// environment (SPATTN_TIME_RATES) replaces the entries it names, and a bad entry stops the plan
+// with its name and value.
+TEST_F(CliTest, PlanPrintsTheTimeRatesAndTakesThemFromTheEnvironment) {
+  const std::string plan = "plan --n 256 --d 32 --cache-words 8192 --mask random:p=0.05 --objective time --pass fwd";
+  Result r = run(plan);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("time rates: built in for the "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" partial-tile pairs)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" walk steps)"), std::string::npos) << r.output;
+  r = spattn_test::run_program("SPATTN_TIME_RATES=word=3,walk_step=0.5 " + std::string(SPATTN_CLI_PATH) + " " + plan);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("price in flash flops: 3 per word"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("0.5 per walk step"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("time rates: SPATTN_TIME_RATES=word=3,walk_step=0.5 (over the built in"), std::string::npos)
+      << r.output;
+  r = spattn_test::run_program("SPATTN_TIME_RATES=walk_step=-2 " + std::string(SPATTN_CLI_PATH) + " " + plan);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("walk_step = '-2' must be a finite number >= 0"), std::string::npos) << r.output;
+}
+
 // spattn plan --device cuda: the CUDA backend's kernels, tiles and M, planned without a GPU when
 // the shared memory is given (an H200's 232448 bytes: the figures its runs reported).
 TEST_F(CliTest, PlanForTheCudaBackend) {

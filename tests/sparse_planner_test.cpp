@@ -209,7 +209,7 @@ TEST(SparsePlanner, AutoChoosesByWordsOrByTimePrice) {
   EXPECT_EQ(choose_algorithm(cost(1, 1, false), cost(1000, 1000), true, PlanObjective::time), Algorithm::small_cache);
 }
 
-// The time prices as plan.hpp states them: flash 16 per word + flops + kFlashPartialPairCost per
+// The time prices as plan.hpp states them: flash time_rates().word per word + flops + a rate per
 // pair of a partial tile; small_cache over a mask its words and its estimated work
 // (schedules::sparse_small_cache_time_price) with the tiles it runs.
 TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
@@ -236,8 +236,14 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
     const auto flash_mask = spattn::schedules::build_flash_mask(mask.csr(), n, n, flash_tiles, pass);
     const int64_t partial = spattn::schedules::flash_partial_pairs(&flash_mask, pass);
     EXPECT_GT(partial, 0);
+    EXPECT_EQ(plan.flash.partial_pairs, partial);
+    const spattn::TimeRates& rates = spattn::time_rates();
     EXPECT_EQ(plan.flash.time_price,
-              spattn::kTimeFlopsPerWord * plan.flash.total() + plan.flash.flops + spattn::kFlashPartialPairCost * partial);
+              spattn::schedules::saturated_price(rates.word * static_cast<double>(plan.flash.total()) +
+                                                 static_cast<double>(plan.flash.flops) +
+                                                 rates.flash_partial_pair * static_cast<double>(partial)));
+    EXPECT_EQ(plan.small_cache.entry_visits, work.entry_visits);
+    EXPECT_EQ(plan.small_cache.walk_steps, work.walk_steps);
     // flash computes whole tiles: at least every attended pair, at most every pair.
     const int64_t flash_per_pair = pass == Pass::forward ? 2 * (d + d) : (4 * d + 2 * d) + 4 * (d + d);
     EXPECT_GE(plan.flash.flops, flash_per_pair * mask.nnz());

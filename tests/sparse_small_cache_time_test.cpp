@@ -2,6 +2,7 @@
 // price reads (hand-counted) and the tile choice that minimizes the price (never above the fewest
 // words' tiles' price, wider windows on random masks). Runs with those tiles:
 // sparse_small_cache_test.cpp (TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits).
+#include "schedules/arithmetic.hpp"
 #include "schedules/sparse_small_cache.hpp"
 
 #include <sparse_formats/convert.hpp>
@@ -69,10 +70,15 @@ TEST(SparseSmallCacheTime, WorkIsHandCountedOnTheDiagonal) {
     EXPECT_EQ(chunked.entry_visits, sweeps * 8);
     EXPECT_EQ(chunked.walk_steps, sweeps * 16);
     EXPECT_EQ(chunked.flops, narrow.flops);
-    // The price at the rates of spattn/plan.hpp (16 per word, 1200 per visit, 4000 per walk step,
-    // 4 per flop) for 100 words: forward 1600 + 9600 + 64000 + 128, backward 1600 + 24000 + 160000
-    // + 320.
-    EXPECT_EQ(sparse_small_cache_time_price(100, narrow), pass == Pass::forward ? 75328 : 185920);
+    // The price at the process's rates (spattn::time_rates()) for 100 words: 100 words, 8 or 20
+    // visits, 16 or 40 walk steps and 32 or 80 flops (forward, backward). At avx512's built-in
+    // rates (16 per word, 1200 per visit, 4000 per walk step, 4 per flop) that is forward
+    // 1600 + 9600 + 64000 + 128 = 75328.
+    const spattn::TimeRates& r = spattn::time_rates();
+    const double visits = pass == Pass::forward ? 8 : 20, steps = 2 * visits, flops = 4 * visits;
+    EXPECT_EQ(sparse_small_cache_time_price(100, narrow),
+              spattn::schedules::saturated_price(r.word * 100 + r.small_cache_entry_visit * visits +
+                                                 r.small_cache_walk_step * steps + r.small_cache_flop * flops));
   }
   // An empty mask does no work but the tiles'.
   const SparseSmallCacheMask empty = prepare(CsrPattern<int32_t>::empty(4, 4));

@@ -44,25 +44,34 @@ const char* plan_objective_name(PlanObjective objective);  // "words" / "time"
 PlanObjective parse_plan_objective(const std::string& name);
 
 // The exchange rates of PlanObjective::time, in flops of flash's kernels. A word moved costs
-// kTimeFlopsPerWord (also the rate flash's tiles are chosen with: about 13 measured from a sweep
-// of the window's forward, docs/block_sparse.md). Flash's price adds kFlashPartialPairCost per
-// pair of its partial tiles (those apply the tile's mask bits pair by pair: on a uniform random
-// mask every tile is partial, and flash ran 2x to 3x slower per flop there than on causal or
-// BigBird masks). The density-adaptive small_cache walks the mask entry by entry where flash runs
-// register-blocked tiles, so its run is priced by what it does
-// (schedules::estimate_sparse_small_cache_work): each entry visit (an entry in one chunk: its
-// index and value words, a 16- to 128-wide dot or axpy) costs kSparseSmallCacheVisitCost, each
-// walk step (a row checked by a scan, a heap step of a queue) kSparseSmallCacheWalkStepCost, and
-// each of its flops kSparseSmallCacheFlopCost, next to kTimeFlopsPerWord per word. Fitted by
-// least squares (relative error) to single-thread runs of both algorithms over uniform random
-// masks of density 0.002 to 0.2, windows, dilated windows, BigBird, documents, random blocks and
-// causal at n 1024 to 4096, d 64 and 128 (docs/results.md section 4, "Wide windows and a work
-// price").
-inline constexpr int64_t kTimeFlopsPerWord = 16;
-inline constexpr int64_t kFlashPartialPairCost = 100;
-inline constexpr int64_t kSparseSmallCacheVisitCost = 1200;
-inline constexpr int64_t kSparseSmallCacheWalkStepCost = 4000;
-inline constexpr int64_t kSparseSmallCacheFlopCost = 4;
+// `word`. Flash's price adds its flops and `flash_partial_pair` per pair of its partial tiles
+// (those apply the tile's mask bits pair by pair: on a uniform random mask every tile is partial,
+// and flash ran 2x to 3x slower per flop there than on causal or BigBird masks). The
+// density-adaptive small_cache walks the mask entry by entry where flash runs register-blocked
+// tiles, so its run is priced by what it does (schedules::estimate_sparse_small_cache_work): each
+// entry visit (an entry in one chunk: its index and value words, a 16- to 128-wide dot or axpy)
+// costs `small_cache_entry_visit`, each walk step (a row checked by a scan, a heap step of a
+// queue) `small_cache_walk_step`, and each of its flops `small_cache_flop`. Fitted by least
+// squares (relative error) to single-thread runs of both algorithms over uniform random masks of
+// density 0.002 to 0.2, windows, dilated windows, BigBird, documents, random blocks and causal at
+// n 1024 to 4096, d 64 and 128 (scripts/fit_time_rates.py; docs/results.md section 4, "Wide
+// windows and a work price" and "Rates per machine").
+struct TimeRates {
+  double word = 0.0;
+  double flash_partial_pair = 0.0;
+  double small_cache_entry_visit = 0.0;
+  double small_cache_walk_step = 0.0;
+  double small_cache_flop = 0.0;
+  std::string source;  // where they come from: a built-in set (and the machine it was fitted on) or the environment
+};
+// The rates this process plans with, decided on first use: SPATTN_TIME_RATES when set (e.g.
+// "word=26,partial_pair=69,entry_visit=650,walk_step=715,small_cache_flop=3", as
+// scripts/fit_time_rates.py prints them for this machine; a rate left out keeps the built-in
+// value; InvalidArgument naming the entry when one is unknown, not a number or negative), else
+// the set fitted for the flash kernels this CPU runs (avx512 on a Sapphire Rapids Xeon, avx2 and
+// portable on a Zen 3 EPYC): a vector unit half as wide doubles the time of a flop, not of a walk
+// step, so one set cannot serve both.
+const TimeRates& time_rates();
 
 // One algorithm's prediction for one head.
 struct AlgorithmCost {
@@ -77,9 +86,15 @@ struct AlgorithmCost {
   // mask's entries sparse; CSR inputs are scattered into dense tiles, so the same).
   int64_t flops = 0;
   // PlanObjective::time's price of the run, per head, in flops of flash's kernels (0 where flops
-  // is): kTimeFlopsPerWord x words + flops; for small_cache over a mask its words, entry visits,
-  // walk steps and flops at the rates above.
+  // is): time_rates().word x words + flops (+ partial-tile pairs); for small_cache over a mask
+  // its words, entry visits, walk steps and flops at the rates above.
   int64_t time_price = 0;
+  // The work terms time_price prices besides the words and flops (0 where they do not apply):
+  // flash's pairs of partial tiles; the density-adaptive small_cache's entry visits and walk steps
+  // (schedules::estimate_sparse_small_cache_work). Printed by Plan::to_string.
+  int64_t partial_pairs = 0;
+  int64_t entry_visits = 0;
+  int64_t walk_steps = 0;
   int64_t total() const { return reads + writes; }
 };
 

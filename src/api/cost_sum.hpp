@@ -20,13 +20,19 @@ inline void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost, int64_t time
   sum.writes += cost.writes * times;
   sum.index_words += cost.index_words * times;
   sum.flops += cost.flops * times;
+  sum.partial_pairs += cost.partial_pairs * times;
+  sum.entry_visits += cost.entry_visits * times;
+  sum.walk_steps += cost.walk_steps * times;
   sum.time_price = schedules::saturated_price(static_cast<double>(sum.time_price) +
                                              static_cast<double>(cost.time_price) * static_cast<double>(times));
 }
 
 // An infeasible sum reads zero words, flops and price, as one infeasible prediction does.
 inline void clear_if_infeasible(AlgorithmCost& sum) {
-  if (!sum.feasible) sum.reads = sum.writes = sum.index_words = sum.flops = sum.time_price = 0;
+  if (!sum.feasible) {
+    sum.reads = sum.writes = sum.index_words = sum.flops = sum.time_price = 0;
+    sum.partial_pairs = sum.entry_visits = sum.walk_steps = 0;
+  }
 }
 
 }  // namespace spattn::api_detail

@@ -52,13 +52,14 @@ SparseIo small_cache_words(const HeadShape& head, const Mask& mask, int64_t cach
 }
 
 // The CSR inputs' words in place of the dense inputs' (the flops stay: the tiles are the same),
-// the time price following the words (plan.hpp: kTimeFlopsPerWord per word).
+// the time price following the words (plan.hpp: time_rates().word per word).
 void set_words(AlgorithmCost& cost, const SparseIo& words) {
   const int64_t dense_words = cost.total();
   cost.reads = words.total().reads;
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
-  cost.time_price += kTimeFlopsPerWord * (cost.total() - dense_words);
+  cost.time_price = schedules::saturated_price(static_cast<double>(cost.time_price) +
+                                               time_rates().word * static_cast<double>(cost.total() - dense_words));
 }
 
 // Every input read once (a full-width read of a CSR input: its nonzeros and index words) and every
@@ -126,6 +127,7 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
   // The words restart from zero; feasible and min_cache_words start as the first head's (add_cost).
   for (AlgorithmCost* cost : {&plan.flash, &plan.small_cache}) {
     cost->reads = cost->writes = cost->index_words = cost->flops = cost->time_price = 0;
+    cost->partial_pairs = cost->entry_visits = cost->walk_steps = 0;
     if (!one_mask) cost->tiles += " (first mask; each head mask has its own tiles)";
   }
   plan.z_qk = 0;

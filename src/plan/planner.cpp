@@ -35,14 +35,15 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
   return out.str();
 }
 
-// A feasible prediction's flops and its time price (plan.hpp): kTimeFlopsPerWord per word + flops
-// + kFlashPartialPairCost per pair of a partial tile (flash, dense small_cache; the
-// density-adaptive small_cache prices its work instead).
+// A feasible prediction's flops and its time price (plan.hpp, time_rates()): a rate per word +
+// flops + a rate per pair of a partial tile (flash, dense small_cache; the density-adaptive
+// small_cache prices its work instead).
 void set_flops(AlgorithmCost& cost, int64_t flops, int64_t partial_pairs = 0) {
   cost.flops = flops;
-  cost.time_price = schedules::saturated_price(static_cast<double>(kTimeFlopsPerWord) * static_cast<double>(cost.total()) +
-                                               static_cast<double>(flops) +
-                                               static_cast<double>(kFlashPartialPairCost) * static_cast<double>(partial_pairs));
+  cost.partial_pairs = partial_pairs;
+  const TimeRates& rates = time_rates();
+  cost.time_price = schedules::saturated_price(rates.word * static_cast<double>(cost.total()) + static_cast<double>(flops) +
+                                               rates.flash_partial_pair * static_cast<double>(partial_pairs));
 }
 
 AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass) {
@@ -121,6 +122,8 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
   cost.index_words = io.indices.total();
   const auto work = schedules::estimate_sparse_small_cache_work(shape, *counts, tiles);
   cost.flops = work.flops;
+  cost.entry_visits = work.entry_visits;
+  cost.walk_steps = work.walk_steps;
   cost.time_price = schedules::sparse_small_cache_time_price(cost.total(), work);
   cost.tiles = pass == Pass::forward
                    ? sweep_text("S", tiles.scores) + ", " + sweep_text("O", tiles.output)
@@ -375,7 +378,13 @@ std::string Plan::to_string() const {
           << cost.writes * repeats << " writes)";
       if (cost.flops > 0) out << ", " << static_cast<double>(cost.flops) * static_cast<double>(repeats) << " flops";
       if (masked && objective == PlanObjective::time) {
-        out << ", time price " << static_cast<double>(cost.time_price) * static_cast<double>(repeats);
+        const double r = static_cast<double>(repeats);
+        out << ", time price " << static_cast<double>(cost.time_price) * r;
+        if (cost.partial_pairs > 0) out << " (" << static_cast<double>(cost.partial_pairs) * r << " partial-tile pairs)";
+        if (cost.entry_visits > 0 || cost.walk_steps > 0) {
+          out << " (" << static_cast<double>(cost.entry_visits) * r << " entry visits, "
+              << static_cast<double>(cost.walk_steps) * r << " walk steps)";
+        }
       }
       out << "; tiles " << cost.tiles << '\n';
     }
@@ -411,14 +420,16 @@ std::string Plan::to_string() const {
   }
   cost_line("flash", flash);
   if (masked && objective == PlanObjective::time) {
-    out << "    (tiles chosen for time; price in flash flops: " << kTimeFlopsPerWord << " per word, flops, "
-        << kFlashPartialPairCost << " per pair of a partial tile)\n";
+    out << "    (tiles chosen for time; price in flash flops: " << time_rates().word << " per word, flops, "
+        << time_rates().flash_partial_pair << " per pair of a partial tile)\n";
   }
   cost_line("small_cache", small_cache);
   if (masked && objective == PlanObjective::time) {
-    out << "    (tiles chosen for time; price: " << kTimeFlopsPerWord << " per word, " << kSparseSmallCacheVisitCost
-        << " per entry visit, " << kSparseSmallCacheWalkStepCost << " per walk step, " << kSparseSmallCacheFlopCost
+    const TimeRates& rates = time_rates();
+    out << "    (tiles chosen for time; price: " << rates.word << " per word, " << rates.small_cache_entry_visit
+        << " per entry visit, " << rates.small_cache_walk_step << " per walk step, " << rates.small_cache_flop
         << " per flop)\n";
+    out << "  time rates: " << rates.source << "\n";
   }
   char line[256];
   std::snprintf(line, sizeof line,

@@ -39,7 +39,9 @@ namespace spattn::schedules {
 // The exchange rate of the cost above: flops that take as long as moving one word, measured on
 // the bench machine (docs/block_sparse.md: about 13 from a sweep of the window's forward; 16, 32
 // and 64 were run against each other, 16 was the fastest by about 5 % at d = 64).
-inline constexpr int64_t kFlopsPerWord = kTimeFlopsPerWord;  // (spattn/plan.hpp: auto prices time at it too)
+// (Kept apart from auto's rates, spattn::time_rates(), which are fitted per machine to choose
+// between the algorithms; this one was measured for the tile choice and is the same everywhere.)
+inline constexpr int64_t kFlopsPerWord = 16;
 
 // The tiles for `mask` (seqlen_q x seqlen_k of `shape`, trusted structure with sorted columns) at
 // M = cache_words: the candidates of the pass's nests (the forward's; the backward's dQ and

@@ -171,8 +171,7 @@ SparseSmallCacheWork estimate_sparse_small_cache_work(const HeadShape& shape, co
                                                       const SparseSmallCacheTiles& tiles);
 
 // PlanObjective::time's price of a run with `words` moved and `work` done, in flops of flash's
-// kernels (spattn/plan.hpp: kTimeFlopsPerWord per word, kSparseSmallCacheVisitCost per entry
-// visit, kSparseSmallCacheWalkStepCost per walk step, kSparseSmallCacheFlopCost per flop).
+// kernels, at spattn::time_rates() (per word, entry visit, walk step and flop).
 int64_t sparse_small_cache_time_price(int64_t words, const SparseSmallCacheWork& work);
 
 // The most words the schedule holds in fast memory with these tiles (<= cache_words), exactly.

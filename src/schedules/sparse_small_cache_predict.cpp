@@ -455,10 +455,11 @@ SparseSmallCacheWork estimate_sparse_small_cache_work(const HeadShape& shape, co
 }
 
 int64_t sparse_small_cache_time_price(int64_t words, const SparseSmallCacheWork& work) {
-  return saturated_price(static_cast<double>(kTimeFlopsPerWord) * static_cast<double>(words) +
-                         static_cast<double>(kSparseSmallCacheVisitCost) * static_cast<double>(work.entry_visits) +
-                         static_cast<double>(kSparseSmallCacheWalkStepCost) * static_cast<double>(work.walk_steps) +
-                         static_cast<double>(kSparseSmallCacheFlopCost) * static_cast<double>(work.flops));
+  const TimeRates& rates = time_rates();
+  return saturated_price(rates.word * static_cast<double>(words) +
+                         rates.small_cache_entry_visit * static_cast<double>(work.entry_visits) +
+                         rates.small_cache_walk_step * static_cast<double>(work.walk_steps) +
+                         rates.small_cache_flop * static_cast<double>(work.flops));
 }
 
 int64_t sparse_small_cache_fast_words(const SparseSmallCacheTiles& tiles) {
