@@ -4,7 +4,9 @@
 // out (they are per pair or per row, the same order for every schedule).
 //
 //   flash (dense or block-sparse)   every pair of every visited (query tile, key tile), attended
-//                                   or not (a partial tile computes its masked pairs too):
+//                                   or not (an upper bound on a partial tile: the kernels skip
+//                                   its blocks of 8 inner rows x lanes that attend nothing,
+//                                   flash_kernels_ranges.hpp; the rates were fitted on these counts):
 //     forward   2 (d + e) per pair              S = Q K^T, O += P V
 //     backward  (4 d + 2 e) per pair of the     S, dP = dO V^T, dQ += dS K
 //               dQ pass' tiles, 4 (d + e) per   S, dP, dK += dS^T Q, dV += P^T dO

@@ -11,6 +11,7 @@
 #include "schedules/flash_kernels.hpp"
 #include "schedules/flash_kernels_isa.hpp"
 #include "schedules/flash_kernels_lanes.hpp"
+#include "schedules/flash_kernels_ranges.hpp"
 
 #include <cstdint>
 
@@ -25,10 +26,6 @@ struct Config {
   static constexpr int kScoreRegs = ScoreRegs;
   static constexpr int kAccumulateRegs = AccumulateRegs;
 };
-
-// Inner rows per block (the planner's inner tiles are at most 16 rows unless the sequence is
-// shorter than the outer tile; longer ones run in blocks of 8).
-constexpr int kMaxBlockRows = 8;
 
 // ---- score products -----------------------------------------------------------------------
 
@@ -145,13 +142,10 @@ SPATTN_KERNEL_INLINE void score_block(const float* SPATTN_RESTRICT a, const floa
   write_block<L, I, C>(acc, e, start, first, rows_o, s);
 }
 
-// All chunks of I inner rows, C chunks at a time (as many as the registers allow).
+// Chunks [chunk, chunks) of I inner rows, C chunks at a time (as many as the registers allow).
 template <typename Cfg, int I>
 SPATTN_KERNEL_INLINE void score_rows(const float* a, const float* bt, int64_t rows_o, int64_t d,
-                                     const EpilogueSpec& e, float* s) {
-  constexpr int64_t W = Cfg::L::kLanes;
-  const int64_t chunks = (rows_o + W - 1) / W;
-  int64_t chunk = 0;
+                                     const EpilogueSpec& e, float* s, int64_t chunk, int64_t chunks) {
   while (chunk < chunks) {
     const int64_t left = chunks - chunk;
     if constexpr (4 * I <= Cfg::kScoreRegs) {
@@ -181,20 +175,32 @@ SPATTN_KERNEL_INLINE void score_rows(const float* a, const float* bt, int64_t ro
 }
 
 // s (rows_i, rows_o) = epilogue(a bt) for a (rows_i, d) row-major and bt (d, rows_o).
-// Requires rows_o >= kLanes (the steps take the scalar kernels otherwise).
+// Requires rows_o >= kLanes (the steps take the scalar kernels otherwise). With `ranges` (one per
+// block of kMaxBlockRows inner rows, attended_ranges) only the chunks of lanes that hold a block's
+// attended outer rows are computed: the rest of s is left for apply_bits to fill.
 template <typename Cfg>
 SPATTN_KERNEL_INLINE void score_product(const float* a, int64_t rows_i, const float* bt,
-                                        int64_t rows_o, int64_t d, EpilogueSpec e, float* s) {
+                                        int64_t rows_o, int64_t d, EpilogueSpec e, float* s,
+                                        const RowRange* ranges) {
+  constexpr int64_t W = Cfg::L::kLanes;
   const float* stats = e.stats;
   for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
     const int64_t n = rows_i - i0 < kMaxBlockRows ? rows_i - i0 : kMaxBlockRows;
+    int64_t chunk_begin = 0, chunk_end = (rows_o + W - 1) / W;
+    if (ranges != nullptr) {
+      const RowRange range = ranges[i0 / kMaxBlockRows];
+      if (range.begin >= range.end) continue;
+      chunk_begin = range.begin / W;
+      chunk_end = (range.end + W - 1) / W;
+    }
     const float* a_rows = a + i0 * d;
     if (e.stats_on_inner) e.stats = stats + i0;
     float* s_rows = s + i0 * rows_o;
     switch (n) {
 #define SPATTN_SCORE_CASE(count)                                \
   case count:                                                   \
-    score_rows<Cfg, count>(a_rows, bt, rows_o, d, e, s_rows);   \
+    score_rows<Cfg, count>(a_rows, bt, rows_o, d, e, s_rows,    \
+                           chunk_begin, chunk_end);             \
     break;
       SPATTN_SCORE_CASE(1)
       SPATTN_SCORE_CASE(2)
@@ -275,23 +281,38 @@ SPATTN_KERNEL_INLINE void accumulate_rows(float* acc, int64_t rows_o, int64_t co
 
 // acc (rows_o, cols) = acc alpha (when alpha != nullptr) + w^T b for w (rows_i, rows_o at ldw)
 // and b (rows_i, cols): the inner rows are added in order, in blocks of up to kMaxBlockRows.
+// With `ranges` (attended_ranges; only without alpha) a block updates only its attended outer
+// rows: w is 0 on the others.
 template <typename Cfg>
 SPATTN_KERNEL_INLINE void accumulate_product(float* acc, int64_t rows_o, int64_t cols, const float* w,
                                              int64_t ldw, int64_t rows_i, const float* b,
-                                             const float* alpha) {
+                                             const float* alpha, const RowRange* ranges = nullptr) {
+  if (rows_i == 0 && alpha != nullptr) {  // nothing to add: the rescaling alone
+    for (int64_t o = 0; o < rows_o; ++o) {
+      for (int64_t x = 0; x < cols; ++x) acc[o * cols + x] = acc[o * cols + x] * alpha[o];
+    }
+    return;
+  }
   for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
     const int64_t n = rows_i - i0 < kMaxBlockRows ? rows_i - i0 : kMaxBlockRows;
-    const float* w_rows = w + i0 * ldw;
+    RowRange outer{0, rows_o};
+    if (ranges != nullptr) {
+      outer = ranges[i0 / kMaxBlockRows];
+      if (outer.begin >= outer.end) continue;
+    }
+    float* acc_rows = acc + outer.begin * cols;
+    const int64_t rows = outer.end - outer.begin;
+    const float* w_rows = w + i0 * ldw + outer.begin;
     const float* b_rows = b + i0 * cols;
     const bool scale = alpha != nullptr && i0 == 0;
     switch (n) {
-#define SPATTN_ACCUMULATE_CASE(count)                                                  \
-  case count:                                                                          \
-    if (scale) {                                                                       \
-      accumulate_rows<Cfg, count, true>(acc, rows_o, cols, w_rows, ldw, b_rows, alpha); \
-    } else {                                                                           \
-      accumulate_rows<Cfg, count, false>(acc, rows_o, cols, w_rows, ldw, b_rows, alpha); \
-    }                                                                                  \
+#define SPATTN_ACCUMULATE_CASE(count)                                                      \
+  case count:                                                                              \
+    if (scale) {                                                                           \
+      accumulate_rows<Cfg, count, true>(acc_rows, rows, cols, w_rows, ldw, b_rows, alpha);  \
+    } else {                                                                               \
+      accumulate_rows<Cfg, count, false>(acc_rows, rows, cols, w_rows, ldw, b_rows, alpha); \
+    }                                                                                      \
     break;
       SPATTN_ACCUMULATE_CASE(1)
       SPATTN_ACCUMULATE_CASE(2)
@@ -350,19 +371,21 @@ SPATTN_KERNEL_INLINE void apply_bits(float* s, int64_t rows_i, int64_t rows_o, c
 }
 
 // The online-softmax update of the query rows [start + first, start + kLanes) (forward_tile's
-// comment); lanes below `first` belong to the chunk before and are left as they are. P overwrites
-// S, and alpha = e^{m - m'} goes to `alpha` (kLanes floats, lane l for row start + l). A row with
-// m' = -inf (nothing attended yet) computes with m' taken as 0: P = 0, alpha = 0, l and acc stay 0.
+// comment) over the key rows `keys` (the rest of the tile is masked for these rows: -inf scores,
+// which change neither the maximum nor the sum); lanes below `first` belong to the chunk before
+// and are left as they are. P overwrites S on the rows of `keys`, and alpha = e^{m - m'} goes to
+// `alpha` (kLanes floats, lane l for row start + l). A row with m' = -inf (nothing attended yet)
+// computes with m' taken as 0: P = 0, alpha = 0, l and acc stay 0.
 template <typename L>
-SPATTN_KERNEL_INLINE void softmax_lanes(float* s, int64_t lds, int64_t rows_k, int64_t start,
+SPATTN_KERNEL_INLINE void softmax_lanes(float* s, int64_t lds, RowRange keys, int64_t start,
                                         int64_t first, float* row_max, float* row_sum, float* alpha) {
   using V = typename L::V;
   const V m_old = load<L>(row_max + start);
   V m = m_old;
-  for (int64_t i = 0; i < rows_k; ++i) m = max_lanes<L>(m, load<L>(s + i * lds + start));
+  for (int64_t i = keys.begin; i < keys.end; ++i) m = max_lanes<L>(m, load<L>(s + i * lds + start));
   const V m_use = m == splat<L>(kNegInf) ? splat<L>(0.0f) : m;
   V sum = splat<L>(0.0f);
-  for (int64_t i = 0; i < rows_k; ++i) {
+  for (int64_t i = keys.begin; i < keys.end; ++i) {
     float* row = s + i * lds + start;
     const V old = load<L>(row);
     const V p = exp_lanes<L>(old - m_use);
@@ -385,18 +408,27 @@ SPATTN_KERNEL_INLINE void forward_step(const ForwardTile& t) {
   if constexpr (W > 1) {
     if (t.rows_q < W) return isa::forward_scalar(t);
   }
+  // A partial tile computes only the query rows each block of keys attends (flash_kernels_ranges.hpp).
+  RowRange range_storage[kMaxRangeBlocks];
+  const RowRange* ranges = nullptr;
+  if (t.bits != nullptr && attended_ranges(t.bits, t.bit_stride, t.rows_k, t.rows_q, range_storage)) {
+    ranges = range_storage;
+  }
   // S = scale K Q^T: (rows_k, rows_q)
   score_product<Cfg>(t.k, t.rows_k, t.q_t, t.rows_q, t.d, {Epilogue::scale, false, t.scale, nullptr},
-                     t.s);
+                     t.s, ranges);
   if (t.bits != nullptr) apply_bits(t.s, t.rows_k, t.rows_q, t.bits, t.bit_stride, kNegInf);
-  // Per chunk of query rows: the softmax statistics, then acc = acc alpha + P^T V.
+  // Per chunk of query rows: the softmax statistics, then acc = acc alpha + P^T V over the keys
+  // the chunk attends (P is 0 on the others).
   float alpha[W];
   for (int64_t o0 = 0; o0 < t.rows_q; o0 += W) {
     const int64_t start = o0 + W <= t.rows_q ? o0 : t.rows_q - W;
     const int64_t first = o0 - start;
-    softmax_lanes<L>(t.s, t.rows_q, t.rows_k, start, first, t.row_max, t.row_sum, alpha);
-    accumulate_product<Cfg>(t.acc + o0 * t.e, W - first, t.e, t.s + o0, t.rows_q, t.rows_k, t.v,
-                            alpha + first);
+    const RowRange keys = t.bits == nullptr ? RowRange{0, t.rows_k}
+                                            : attended_inner_rows(t.bits, t.bit_stride, t.rows_k, o0, start + W);
+    softmax_lanes<L>(t.s, t.rows_q, keys, start, first, t.row_max, t.row_sum, alpha);
+    accumulate_product<Cfg>(t.acc + o0 * t.e, W - first, t.e, t.s + keys.begin * t.rows_q + o0, t.rows_q,
+                            keys.end - keys.begin, t.v + keys.begin * t.e, alpha + first);
   }
 }
 
@@ -405,15 +437,21 @@ SPATTN_KERNEL_INLINE void dq_step(const DqTile& t) {
   if constexpr (Cfg::L::kLanes > 1) {
     if (t.rows_q < Cfg::L::kLanes) return isa::dq_scalar(t);
   }
+  // A partial tile computes only the query rows each block of keys attends (flash_kernels_ranges.hpp).
+  RowRange range_storage[kMaxRangeBlocks];
+  const RowRange* ranges = nullptr;
+  if (t.bits != nullptr && attended_ranges(t.bits, t.bit_stride, t.rows_k, t.rows_q, range_storage)) {
+    ranges = range_storage;
+  }
   // P = exp(scale K Q^T - LSE): (rows_k, rows_q), LSE per query (outer) row
   score_product<Cfg>(t.k, t.rows_k, t.q_t, t.rows_q, t.d,
-                     {Epilogue::probability, false, t.scale, t.lse}, t.s);
+                     {Epilogue::probability, false, t.scale, t.lse}, t.s, ranges);
   if (t.bits != nullptr) apply_bits(t.s, t.rows_k, t.rows_q, t.bits, t.bit_stride, 0.0f);
-  // dS = P ∘ (V dO^T - D)
+  // dS = P ∘ (V dO^T - D) (0 where P is: those entries keep apply_bits' 0)
   score_product<Cfg>(t.v, t.rows_k, t.do_t, t.rows_q, t.e, {Epilogue::gradient, false, t.scale, t.delta},
-                     t.s);
+                     t.s, ranges);
   // dQ += dS^T K
-  accumulate_product<Cfg>(t.dq, t.rows_q, t.d, t.s, t.rows_q, t.rows_k, t.k, nullptr);
+  accumulate_product<Cfg>(t.dq, t.rows_q, t.d, t.s, t.rows_q, t.rows_k, t.k, nullptr, ranges);
 }
 
 template <typename Cfg>
@@ -421,17 +459,23 @@ SPATTN_KERNEL_INLINE void dkdv_step(const DkdvTile& t) {
   if constexpr (Cfg::L::kLanes > 1) {
     if (t.rows_k < Cfg::L::kLanes) return isa::dkdv_scalar(t);
   }
+  // A partial tile computes only the key rows each block of queries attends (flash_kernels_ranges.hpp).
+  RowRange range_storage[kMaxRangeBlocks];
+  const RowRange* ranges = nullptr;
+  if (t.bits != nullptr && attended_ranges(t.bits, t.bit_stride, t.rows_q, t.rows_k, range_storage)) {
+    ranges = range_storage;
+  }
   // P = exp(scale Q K^T - LSE): (rows_q, rows_k), LSE per query (inner) row
   score_product<Cfg>(t.q, t.rows_q, t.k_t, t.rows_k, t.d,
-                     {Epilogue::probability, true, t.scale, t.lse}, t.s);
+                     {Epilogue::probability, true, t.scale, t.lse}, t.s, ranges);
   if (t.bits != nullptr) apply_bits(t.s, t.rows_q, t.rows_k, t.bits, t.bit_stride, 0.0f);
   // dV += P^T dO
-  accumulate_product<Cfg>(t.dv, t.rows_k, t.e, t.s, t.rows_k, t.rows_q, t.d_o, nullptr);
-  // dS = P ∘ (dO V^T - D)
+  accumulate_product<Cfg>(t.dv, t.rows_k, t.e, t.s, t.rows_k, t.rows_q, t.d_o, nullptr, ranges);
+  // dS = P ∘ (dO V^T - D) (0 where P is: those entries keep apply_bits' 0)
   score_product<Cfg>(t.d_o, t.rows_q, t.v_t, t.rows_k, t.e,
-                     {Epilogue::gradient, true, t.scale, t.delta}, t.s);
+                     {Epilogue::gradient, true, t.scale, t.delta}, t.s, ranges);
   // dK += dS^T Q
-  accumulate_product<Cfg>(t.dk, t.rows_k, t.d, t.s, t.rows_k, t.rows_q, t.q, nullptr);
+  accumulate_product<Cfg>(t.dk, t.rows_k, t.d, t.s, t.rows_k, t.rows_q, t.q, nullptr, ranges);
 }
 
 }  // namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE
