@@ -8,6 +8,7 @@
 // nor filled as masked shows up in the outputs.
 #include "schedules/flash_kernels.hpp"
 #include "support/compare.hpp"
+#include "support/kernel_isas.hpp"
 
 #include <gtest/gtest.h>
 
@@ -25,17 +26,6 @@ using kernels::KernelIsa;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-class IsaGuard {
- public:
-  IsaGuard() : saved_(kernels::kernel_isa()) {}
-  ~IsaGuard() { kernels::set_kernel_isa(saved_); }
-  IsaGuard(const IsaGuard&) = delete;
-  IsaGuard& operator=(const IsaGuard&) = delete;
-
- private:
-  KernelIsa saved_;
-};
 
 std::vector<float> random_values(int64_t count, unsigned seed) {
   std::mt19937 rng(seed);
@@ -177,6 +167,27 @@ Backward backward_inputs(int64_t nq, int64_t nk) {
   return b;
 }
 
+// An accumulator after one step: got[o][x] (rows x width) must be start[o][x] + the sum over the
+// inner rows i that o attends of weight(o, i) values[i][x]. Returns the largest change from start.
+double check_accumulator(const char* name, const std::vector<float>& got, const std::vector<float>& start,
+                         int64_t rows, int64_t width, int64_t inner_rows, const Pattern& attends,
+                         const std::function<double(int64_t, int64_t)>& weight, const std::vector<float>& values,
+                         double tolerance) {
+  double changed = 0.0;
+  for (int64_t o = 0; o < rows; ++o) {
+    for (int64_t x = 0; x < width; ++x) {
+      const auto at = static_cast<size_t>(o * width + x);
+      double expected = start[at];
+      for (int64_t i = 0; i < inner_rows; ++i) {
+        if (attends(o, i)) expected += weight(o, i) * values[static_cast<size_t>(i * width + x)];
+      }
+      EXPECT_NEAR(got[at], expected, tolerance) << name << " row " << o << " col " << x;
+      changed = std::max(changed, std::fabs(static_cast<double>(got[at]) - start[at]));
+    }
+  }
+  return changed;
+}
+
 // dQ pass: the outer rows are queries, the inner rows keys; dq starts non-zero, as in a run.
 void check_dq(const Case& c) {
   const int64_t nq = c.rows_outer, nk = c.rows_inner;
@@ -194,18 +205,8 @@ void check_dq(const Case& c) {
   t.s = s.data(), t.dq = dq.data();
   kernels::dq_tile(t);
   const double tolerance = spattn::testing::fp32_tolerance(kD + kE + nk, 4.0);
-  double changed = 0.0;
-  for (int64_t r = 0; r < nq; ++r) {
-    for (int64_t x = 0; x < kD; ++x) {
-      double expected = dq0[static_cast<size_t>(r * kD + x)];
-      for (int64_t j = 0; j < nk; ++j) {
-        if (c.attends(r, j)) expected += b.ds(r, j) * b.k[static_cast<size_t>(j * kD + x)];
-      }
-      const float got = dq[static_cast<size_t>(r * kD + x)];
-      EXPECT_NEAR(got, expected, tolerance) << "query " << r << " col " << x;
-      changed = std::max(changed, std::fabs(static_cast<double>(got) - dq0[static_cast<size_t>(r * kD + x)]));
-    }
-  }
+  const double changed = check_accumulator("dQ", dq, dq0, nq, kD, nk, c.attends,
+                                           [&](int64_t r, int64_t j) { return b.ds(r, j); }, b.k, tolerance);
   if (c.name != "nothing attended") {
     EXPECT_GT(changed, 1e-4);
   }
@@ -228,42 +229,19 @@ void check_dkdv(const Case& c) {
   t.s = s.data(), t.dk = dk.data(), t.dv = dv.data();
   kernels::dkdv_tile(t);
   const double tolerance = spattn::testing::fp32_tolerance(kD + kE + nq, 4.0);
-  double changed = 0.0;
-  for (int64_t j = 0; j < nk; ++j) {
-    for (int64_t x = 0; x < kD; ++x) {
-      double expected = dk0[static_cast<size_t>(j * kD + x)];
-      for (int64_t r = 0; r < nq; ++r) {
-        if (c.attends(j, r)) expected += b.ds(r, j) * b.q[static_cast<size_t>(r * kD + x)];
-      }
-      const float got = dk[static_cast<size_t>(j * kD + x)];
-      EXPECT_NEAR(got, expected, tolerance) << "dK key " << j << " col " << x;
-      changed = std::max(changed, std::fabs(static_cast<double>(got) - dk0[static_cast<size_t>(j * kD + x)]));
-    }
-    for (int64_t x = 0; x < kE; ++x) {
-      double expected = dv0[static_cast<size_t>(j * kE + x)];
-      for (int64_t r = 0; r < nq; ++r) {
-        if (c.attends(j, r)) expected += b.p(r, j) * b.d_o[static_cast<size_t>(r * kE + x)];
-      }
-      EXPECT_NEAR(dv[static_cast<size_t>(j * kE + x)], expected, tolerance) << "dV key " << j << " col " << x;
-    }
-  }
+  const double changed = check_accumulator("dK", dk, dk0, nk, kD, nq, c.attends,
+                                           [&](int64_t j, int64_t r) { return b.ds(r, j); }, b.q, tolerance);
+  check_accumulator("dV", dv, dv0, nk, kE, nq, c.attends, [&](int64_t j, int64_t r) { return b.p(r, j); }, b.d_o,
+                    tolerance);
   if (c.name != "nothing attended") {
     EXPECT_GT(changed, 1e-4);
   }
 }
 
-std::vector<KernelIsa> supported_isas() {
-  std::vector<KernelIsa> isas;
-  for (KernelIsa isa : {KernelIsa::portable, KernelIsa::avx2, KernelIsa::avx512}) {
-    if (kernels::kernel_isa_supported(isa)) isas.push_back(isa);
-  }
-  return isas;
-}
-
 template <typename Check>
 void for_every_isa_and_case(Check check) {
-  const IsaGuard guard;
-  for (KernelIsa isa : supported_isas()) {
+  const spattn_test::IsaGuard guard;
+  for (KernelIsa isa : spattn_test::supported_isas()) {
     kernels::set_kernel_isa(isa);
     for (const Case& c : cases()) {
       SCOPED_TRACE(std::string(kernels::kernel_isa_name(isa)) + ": " + c.name + " (" +

@@ -8,6 +8,7 @@
 
 #include "schedules/flash_kernels.hpp"
 #include "support/compare.hpp"
+#include "support/kernel_isas.hpp"
 
 #define SPATTN_KERNEL_NAMESPACE kernels_under_test
 #include "schedules/flash_kernels_lanes.hpp"
@@ -32,25 +33,8 @@ namespace {
 
 namespace kernels = spattn::schedules::flash_kernels;
 
-// Restores the kernels in use when a test ends.
-class IsaGuard {
- public:
-  IsaGuard() : saved_(kernels::kernel_isa()) {}
-  ~IsaGuard() { kernels::set_kernel_isa(saved_); }
-  IsaGuard(const IsaGuard&) = delete;
-  IsaGuard& operator=(const IsaGuard&) = delete;
-
- private:
-  KernelIsa saved_;
-};
-
-std::vector<KernelIsa> supported_isas() {
-  std::vector<KernelIsa> isas;
-  for (KernelIsa isa : {KernelIsa::portable, KernelIsa::avx2, KernelIsa::avx512}) {
-    if (kernels::kernel_isa_supported(isa)) isas.push_back(isa);
-  }
-  return isas;
-}
+using spattn_test::IsaGuard;
+using spattn_test::supported_isas;
 
 std::vector<float> random_values(size_t count, unsigned seed) {
   std::mt19937 rng(seed);
