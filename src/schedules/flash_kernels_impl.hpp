@@ -355,12 +355,8 @@ SPATTN_KERNEL_INLINE void apply_bits(float* s, int64_t rows_i, int64_t rows_o, c
     const int64_t count = rows_o - o0 < kOuterGroup ? rows_o - o0 : kOuterGroup;
     uint64_t every = all;  // bit i: every outer row of the group attends inner row i
     for (int64_t g = 0; g < count; ++g) {
-      const int64_t bit = (o0 + g) * bit_stride;
-      const int64_t word = bit >> 6, shift = bit & 63;
-      uint64_t field = bits[word] >> shift;
-      if (shift + rows_i > 64) field |= bits[word + 1] << (64 - shift);
-      fields[g] = field;
-      every &= field;
+      fields[g] = outer_row_bits(bits, bit_stride, o0 + g, rows_i);
+      every &= fields[g];
     }
     for (int64_t i = 0; i < rows_i; ++i) {
       if ((every >> i) & 1u) continue;
@@ -410,10 +406,7 @@ SPATTN_KERNEL_INLINE void forward_step(const ForwardTile& t) {
   }
   // A partial tile computes only the query rows each block of keys attends (flash_kernels_ranges.hpp).
   RowRange range_storage[kMaxRangeBlocks];
-  const RowRange* ranges = nullptr;
-  if (t.bits != nullptr && attended_ranges(t.bits, t.bit_stride, t.rows_k, t.rows_q, range_storage)) {
-    ranges = range_storage;
-  }
+  const RowRange* ranges = attended_ranges(t.bits, t.bit_stride, t.rows_k, t.rows_q, range_storage);
   // S = scale K Q^T: (rows_k, rows_q)
   score_product<Cfg>(t.k, t.rows_k, t.q_t, t.rows_q, t.d, {Epilogue::scale, false, t.scale, nullptr},
                      t.s, ranges);
@@ -439,10 +432,7 @@ SPATTN_KERNEL_INLINE void dq_step(const DqTile& t) {
   }
   // A partial tile computes only the query rows each block of keys attends (flash_kernels_ranges.hpp).
   RowRange range_storage[kMaxRangeBlocks];
-  const RowRange* ranges = nullptr;
-  if (t.bits != nullptr && attended_ranges(t.bits, t.bit_stride, t.rows_k, t.rows_q, range_storage)) {
-    ranges = range_storage;
-  }
+  const RowRange* ranges = attended_ranges(t.bits, t.bit_stride, t.rows_k, t.rows_q, range_storage);
   // P = exp(scale K Q^T - LSE): (rows_k, rows_q), LSE per query (outer) row
   score_product<Cfg>(t.k, t.rows_k, t.q_t, t.rows_q, t.d,
                      {Epilogue::probability, false, t.scale, t.lse}, t.s, ranges);
@@ -461,10 +451,7 @@ SPATTN_KERNEL_INLINE void dkdv_step(const DkdvTile& t) {
   }
   // A partial tile computes only the key rows each block of queries attends (flash_kernels_ranges.hpp).
   RowRange range_storage[kMaxRangeBlocks];
-  const RowRange* ranges = nullptr;
-  if (t.bits != nullptr && attended_ranges(t.bits, t.bit_stride, t.rows_q, t.rows_k, range_storage)) {
-    ranges = range_storage;
-  }
+  const RowRange* ranges = attended_ranges(t.bits, t.bit_stride, t.rows_q, t.rows_k, range_storage);
   // P = exp(scale Q K^T - LSE): (rows_q, rows_k), LSE per query (inner) row
   score_product<Cfg>(t.q, t.rows_q, t.k_t, t.rows_k, t.d,
                      {Epilogue::probability, true, t.scale, t.lse}, t.s, ranges);

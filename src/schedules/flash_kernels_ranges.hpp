@@ -35,28 +35,29 @@ SPATTN_KERNEL_INLINE uint64_t outer_row_bits(const uint64_t* bits, int64_t bit_s
   return rows_i == 64 ? field : field & ((uint64_t{1} << rows_i) - 1);
 }
 
-// ranges[b], for the ceil(rows_i / kMaxBlockRows) blocks of inner rows [b 8, b 8 + 8): the outer
-// rows that attend any of them, from the first to the last. False (nothing written) when
-// rows_i > 64: then every block takes every outer row.
-SPATTN_KERNEL_INLINE bool attended_ranges(const uint64_t* bits, int64_t bit_stride, int64_t rows_i, int64_t rows_o,
-                                          RowRange* ranges) {
-  if (rows_i > 64) return false;
+// The attended outer rows of each block of inner rows [b 8, b 8 + 8), b < ceil(rows_i /
+// kMaxBlockRows), written to `storage` (kMaxRangeBlocks entries), from the first to the last.
+// Returns storage, or nullptr (nothing skipped: every block takes every outer row) for a full tile
+// (bits == nullptr) or one wider than a word of bits (rows_i > 64).
+SPATTN_KERNEL_INLINE const RowRange* attended_ranges(const uint64_t* bits, int64_t bit_stride, int64_t rows_i,
+                                                     int64_t rows_o, RowRange* storage) {
+  if (bits == nullptr || rows_i > 64) return nullptr;
   const int64_t blocks = (rows_i + kMaxBlockRows - 1) / kMaxBlockRows;
   constexpr uint64_t kBlockBits = (uint64_t{1} << kMaxBlockRows) - 1;
-  for (int64_t b = 0; b < blocks; ++b) ranges[b] = {rows_o, 0};  // begin > end: none found yet
+  for (int64_t b = 0; b < blocks; ++b) storage[b] = {rows_o, 0};  // begin > end: none found yet
   for (int64_t o = 0; o < rows_o; ++o) {
     const uint64_t field = outer_row_bits(bits, bit_stride, o, rows_i);
     if (field == 0) continue;
     for (int64_t b = 0; b < blocks; ++b) {
       if (((field >> (b * kMaxBlockRows)) & kBlockBits) == 0) continue;
-      if (ranges[b].begin > o) ranges[b].begin = o;
-      ranges[b].end = o + 1;
+      if (storage[b].begin > o) storage[b].begin = o;
+      storage[b].end = o + 1;
     }
   }
   for (int64_t b = 0; b < blocks; ++b) {
-    if (ranges[b].begin >= ranges[b].end) ranges[b] = {0, 0};
+    if (storage[b].begin >= storage[b].end) storage[b] = {0, 0};
   }
-  return true;
+  return storage;
 }
 
 // The inner rows [begin, end) that outer rows [o_begin, o_end) attend, from the first to the
