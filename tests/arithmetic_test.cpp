@@ -1,8 +1,8 @@
-// The schedules' arithmetic (schedules/arithmetic.hpp), what the time objective prices: flash's
+// The schedules' arithmetic (schedules/common/arithmetic.hpp), what the time objective prices: flash's
 // flops over the pairs of its visited tiles and the pairs of its partial tiles, hand-counted on
 // 5 x 5 masks, and small_cache's per pair or entry.
-#include "schedules/arithmetic.hpp"
-#include "schedules/flash_mask.hpp"
+#include "schedules/common/arithmetic.hpp"
+#include "schedules/flash/flash_mask.hpp"
 
 #include <spattn/mask.hpp>
 

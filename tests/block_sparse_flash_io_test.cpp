@@ -4,8 +4,8 @@
 // masked tile choice fits and is maximal; a full mask moves at most 1.25x the dense schedule's
 // words; a fixed-width sliding window's I/O grows linearly in n. Numerics:
 // block_sparse_flash_test.cpp. The printed numbers are quoted in docs/block_sparse.md.
-#include "schedules/flash.hpp"
-#include "schedules/flash_mask.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_mask.hpp"
 
 #include <sparse_formats/patterns.hpp>
 

@@ -5,8 +5,8 @@
 // user block sizes that the tiles span or split; runs are bit-identical (native, counted,
 // repeated); a mask built for other tiles, pass or shape is refused before anything is written.
 // The word counts are tests/block_sparse_flash_io_test.cpp's.
-#include "schedules/flash.hpp"
-#include "schedules/flash_mask.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_mask.hpp"
 
 #include "support/compare.hpp"
 

@@ -1,12 +1,12 @@
 // The CUDA backend's host-side logic, run on the CPU (no GPU needed): the __host__ __device__ tile
-// math of src/schedules/tile_math.hpp (the kernels' index arithmetic, online softmax and gradient
+// math of src/schedules/common/tile_math.hpp (the kernels' index arithmetic, online softmax and gradient
 // rules), the tiles chosen for a shared-memory budget and the kernels' shared-memory layouts, the
 // device tile lists (walked exactly as the kernels walk them, reproducing every mask of the
 // library), the mask CSR's transpose for cuSPARSE, shape validation and the 16-bit conversions.
 #include "device/device_tiles.hpp"
-#include "schedules/flash.hpp"
-#include "schedules/flash_mask.hpp"
-#include "schedules/tile_math.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_mask.hpp"
+#include "schedules/common/tile_math.hpp"
 
 #include "cuda_support.hpp"
 

@@ -6,7 +6,7 @@
 // block of inner rows, an empty tile, every bit set, and inner tiles wider than one word of bits
 // (72 rows: no skipping). The scratch tile starts as NaN, so an entry that is neither computed
 // nor filled as masked shows up in the outputs.
-#include "schedules/flash_kernels.hpp"
+#include "cpu/kernels/flash_kernels.hpp"
 #include "support/compare.hpp"
 #include "support/kernel_isas.hpp"
 

@@ -6,12 +6,12 @@
 #include <spattn/attention.hpp>
 #include <spattn/reference.hpp>
 
-#include "schedules/flash_kernels.hpp"
+#include "cpu/kernels/flash_kernels.hpp"
 #include "support/compare.hpp"
 #include "support/kernel_isas.hpp"
 
 #define SPATTN_KERNEL_NAMESPACE kernels_under_test
-#include "schedules/flash_kernels_lanes.hpp"
+#include "cpu/kernels/flash_kernels_lanes.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // rectangular shapes, head_dim 1..64, head_dim_v != head_dim, and fast memories from the minimum
 // to the whole problem; native and counted runs agree bit for bit; bad arguments are refused
 // before anything is written. The word counts are tests/flash_io_test.cpp's.
-#include "schedules/flash.hpp"
+#include "schedules/flash/flash.hpp"
 
 #include "support/compare.hpp"
 

@@ -1,12 +1,12 @@
-// The mask-aware block-sparse flash tiles (schedules/flash_tile_choice.hpp): the limited-outer
+// The mask-aware block-sparse flash tiles (plan/flash_tile_choice.hpp): the limited-outer
 // nest tiles fit in M and leave flash_tiles() unchanged above the limit; the estimate is checked by
 // hand and equals the FlashMask's exact pairs and words on contiguous masks (an upper bound on the
 // others); full and random masks keep flash_tiles()' tiles, a band gets smaller outer tiles with
 // fewer computed pairs; a run with the chosen tiles moves exactly the predicted words; bad input
 // is refused with the argument named.
-#include "schedules/flash.hpp"
-#include "schedules/flash_mask.hpp"
-#include "schedules/flash_tile_choice.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_mask.hpp"
+#include "plan/flash_tile_choice.hpp"
 
 #include <spattn/error.hpp>
 #include <spattn/io.hpp>

@@ -4,11 +4,11 @@
 // scatter into the same fast buffers), agree with the fp64 reference, and move exactly the
 // predicted words: values and index words apart, and per input operand the reads
 // input_traffic.hpp predicts (for the dense run too, which checks the mirrors of the loads).
-#include "schedules/flash.hpp"
-#include "schedules/flash_mask.hpp"
-#include "schedules/input_traffic.hpp"
-#include "schedules/small_cache.hpp"
-#include "schedules/sparse_small_cache.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_mask.hpp"
+#include "schedules/csr_inputs/input_traffic.hpp"
+#include "schedules/small_cache/small_cache.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include "support/compare.hpp"
 #include "support/sparse_inputs_fixtures.hpp"

@@ -1,8 +1,8 @@
-// The mask counts the planner prices small_cache with (schedules/sparse_mask_counts.hpp), read
+// The mask counts the planner prices small_cache with (schedules/sparse_small_cache/sparse_mask_counts.hpp), read
 // from the CSR alone, against the schedule's prepared mask (copy + transpose) and by hand; both
 // ways of counting (entries, runs of consecutive keys) agree.
-#include "schedules/sparse_mask_counts.hpp"
-#include "schedules/sparse_small_cache.hpp"
+#include "schedules/sparse_small_cache/sparse_mask_counts.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include <sparse_formats/patterns.hpp>
 

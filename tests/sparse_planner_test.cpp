@@ -3,11 +3,11 @@
 // sparse bound, where it switches, and when a structured mask beats the worst case.
 #include <spattn/plan.hpp>
 
-#include "schedules/flash.hpp"
-#include "schedules/flash_mask.hpp"
-#include "schedules/arithmetic.hpp"
-#include "schedules/flash_tile_choice.hpp"
-#include "schedules/sparse_small_cache.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_mask.hpp"
+#include "schedules/common/arithmetic.hpp"
+#include "plan/flash_tile_choice.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 #include "support/api_problem.hpp"
 
 #include <sparse_formats/patterns.hpp>

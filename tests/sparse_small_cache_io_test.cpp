@@ -3,7 +3,7 @@
 // apart, forward and backward, per operand), over the pattern library and fast-memory sizes; the
 // peak residency is the predicted one and within M; the predicted I/O grows like sqrt(density) on
 // uniform random masks; and its ratio to the sparse lower bound is reported.
-#include "schedules/sparse_small_cache.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include <spattn/bounds.hpp>
 

@@ -2,7 +2,7 @@
 // reference over the mask pattern library, uniform random masks, empty / single-entry masks,
 // empty rows, rectangular shapes, sequence lengths 1, 7, 97, 257 and fast-memory sizes from the
 // minimum up; native runs bit-identical to counted ones; validation messages.
-#include "schedules/sparse_small_cache.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include "support/compare.hpp"
 

@@ -2,8 +2,8 @@
 // price reads (hand-counted) and the tile choice that minimizes the price (never above the fewest
 // words' tiles' price, wider windows on random masks). Runs with those tiles:
 // sparse_small_cache_test.cpp (TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits).
-#include "schedules/arithmetic.hpp"
-#include "schedules/sparse_small_cache.hpp"
+#include "schedules/common/arithmetic.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include <sparse_formats/convert.hpp>
 #include <sparse_formats/patterns.hpp>

@@ -1,8 +1,8 @@
-// The density-adaptive schedule's walk (src/schedules/sparse_small_cache_walk.hpp): its two
+// The density-adaptive schedule's walk (src/schedules/sparse_small_cache/sparse_small_cache_walk.hpp): its two
 // orders, the block scan and the row queue, must visit the same windows, touch the same columns
 // and give every row its entries in column order, moving the same words; the schedule's results
 // and counts rest on that whichever order a block takes.
-#include "schedules/sparse_small_cache_walk.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache_walk.hpp"
 
 #include <sparse_formats/patterns.hpp>
 

@@ -6,7 +6,7 @@
 #include <spattn/reference.hpp>
 #include <spattn/sparse_inputs.hpp>
 
-#include "schedules/flash_heads.hpp"
+#include "schedules/flash/flash_heads.hpp"
 #include "support/compare.hpp"
 #include "support/sparse_inputs_fixtures.hpp"
 

@@ -4,7 +4,7 @@
 // (cli_test.cpp, PlanPrintsTheTimeRatesAndTakesThemFromTheEnvironment) runs it in a child process.
 #include "plan/time_rates.hpp"
 
-#include "schedules/flash_kernels.hpp"
+#include "cpu/kernels/flash_kernels.hpp"
 
 #include <spattn/error.hpp>
 #include <spattn/plan.hpp>

@@ -3,8 +3,8 @@
 #include "speed_cases.hpp"
 
 #include "cpu/workers.hpp"
-#include "schedules/flash_heads.hpp"
-#include "schedules/flash_mask.hpp"
+#include "schedules/flash/flash_heads.hpp"
+#include "schedules/flash/flash_mask.hpp"
 
 #include <algorithm>
 #include <chrono>

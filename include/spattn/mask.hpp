@@ -21,7 +21,7 @@
 namespace spattn {
 
 namespace detail {
-struct MaskCache;  // the schedules' prepared structures (src/api/mask_cache.hpp)
+struct MaskCache;  // the schedules' prepared structures (src/mask/mask_cache.hpp)
 }
 
 class Mask {

@@ -2,7 +2,7 @@
 // their own (head_masks.cpp) and the heads with CSR inputs (sparse_inputs_plan.cpp).
 #pragma once
 
-#include "schedules/arithmetic.hpp"
+#include "schedules/common/arithmetic.hpp"
 
 #include <spattn/plan.hpp>
 

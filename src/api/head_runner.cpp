@@ -1,10 +1,10 @@
 // One mask's head problems on a team of workers (head_runner.hpp).
 #include "api/head_runner.hpp"
 
-#include "api/mask_cache.hpp"
+#include "mask/mask_cache.hpp"
 #include "cpu/workers.hpp"
-#include "schedules/flash_heads.hpp"
-#include "schedules/flash_tile_choice.hpp"
+#include "schedules/flash/flash_heads.hpp"
+#include "plan/flash_tile_choice.hpp"
 
 #include <algorithm>
 #include <string>

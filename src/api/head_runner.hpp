@@ -1,18 +1,18 @@
 // Runs one mask's head problems with the planned algorithm on a team of workers: flash splits
-// every head's tiles over the workers (schedules/flash_heads.hpp), small_cache runs whole heads,
+// every head's tiles over the workers (schedules/flash/flash_heads.hpp), small_cache runs whole heads,
 // one worker each, except with fewer heads than threads, where each head's row blocks are split
-// over the whole team (schedules/small_cache.hpp, schedules/sparse_small_cache.hpp). A full mask
+// over the whole team (schedules/small_cache/small_cache.hpp, schedules/sparse_small_cache/sparse_small_cache.hpp). A full mask
 // takes the dense schedules, any other the block-sparse flash or the density-adaptive
 // small_cache. Every worker has its own fast memory of M words and, when counting, its own
 // ledger, merged into the caller's at the end. The structures a schedule walks (the re-blocked mask, the small_cache transpose) are
 // taken from the mask's cache here, so they are built only for the algorithm that runs.
 #pragma once
 
-#include "schedules/flash.hpp"
-#include "schedules/flash_mask.hpp"
-#include "schedules/head_problem.hpp"
-#include "schedules/small_cache.hpp"
-#include "schedules/sparse_small_cache.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_mask.hpp"
+#include "schedules/common/head_problem.hpp"
+#include "schedules/small_cache/small_cache.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include <spattn/io.hpp>
 #include <spattn/mask.hpp>

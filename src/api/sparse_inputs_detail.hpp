@@ -2,8 +2,8 @@
 // checks and the inputs as the schedules and predictions see them. Private to src/api.
 #pragma once
 
-#include "schedules/head_problem.hpp"
-#include "schedules/input_traffic.hpp"
+#include "schedules/common/head_problem.hpp"
+#include "schedules/csr_inputs/input_traffic.hpp"
 
 #include <spattn/bounds.hpp>
 #include <spattn/sparse_inputs.hpp>

@@ -1,18 +1,18 @@
 // The plan with dense or CSR inputs (sparse_inputs.hpp): the dense-input plan of plan.hpp for
 // feasibility and tiles, then, once an input is CSR, each algorithm's exact words with these
-// inputs (schedules/input_traffic.hpp), the choice between them, and the sparse bound with
+// inputs (schedules/csr_inputs/input_traffic.hpp), the choice between them, and the sparse bound with
 // Z_input from the nonzeros.
 #include <spattn/sparse_inputs.hpp>
 
 #include "api/cost_sum.hpp"
-#include "api/mask_cache.hpp"
+#include "mask/mask_cache.hpp"
 #include "api/sparse_inputs_detail.hpp"
-#include "schedules/flash.hpp"
-#include "schedules/flash_mask.hpp"
-#include "schedules/flash_tile_choice.hpp"
-#include "schedules/input_traffic.hpp"
-#include "schedules/small_cache.hpp"
-#include "schedules/sparse_small_cache.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_mask.hpp"
+#include "plan/flash_tile_choice.hpp"
+#include "schedules/csr_inputs/input_traffic.hpp"
+#include "schedules/small_cache/small_cache.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include <spattn/bounds.hpp>
 #include <spattn/error.hpp>

@@ -1,7 +1,7 @@
 // The block-sparse flash path on the device: plan, upload (cached) tile lists, launch.
 #include "cuda/flash.hpp"
 
-#include "api/mask_cache.hpp"
+#include "mask/mask_cache.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/flash_kernels.hpp"

@@ -1,11 +1,11 @@
 // The block-sparse flash kernels (flash_kernels.cu): their parameters and launchers. One thread
 // block per outer tile and head; tiles, shared-memory layouts and tile lists come from the host
-// (src/device/device_tiles.hpp), the per-element rules from src/schedules/tile_math.hpp.
+// (src/device/device_tiles.hpp), the per-element rules from src/schedules/common/tile_math.hpp.
 #pragma once
 
 #include "cuda/elements.cuh"
 #include "device/device_tiles.hpp"
-#include "schedules/tile_math.hpp"
+#include "schedules/common/tile_math.hpp"
 
 #include <cuda_runtime.h>
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "cuda/check.hpp"
-#include "schedules/tile_math.hpp"
+#include "schedules/common/tile_math.hpp"
 
 #include <spattn/error.hpp>
 

@@ -6,7 +6,7 @@
 #include "cuda/check.hpp"
 #include "cuda/device_buffer.hpp"
 #include "cuda/flash_kernels.hpp"  // launch_flash_delta: D = rowsum(dO ∘ O)
-#include "schedules/tile_math.hpp"
+#include "schedules/common/tile_math.hpp"
 
 #include <algorithm>
 #include <memory>

@@ -3,7 +3,7 @@
 // the CPU with it).
 #pragma once
 
-#include "schedules/tile_math.hpp"  // SPATTN_HD
+#include "schedules/common/tile_math.hpp"  // SPATTN_HD
 
 #include <spattn/tensor.hpp>
 

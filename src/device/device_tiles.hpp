@@ -4,9 +4,9 @@
 // 32-bit indices and its transpose, and the validation of the API's shapes.
 #pragma once
 
-#include "schedules/flash.hpp"
-#include "schedules/flash_mask.hpp"
-#include "schedules/tile_math.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_mask.hpp"
+#include "schedules/common/tile_math.hpp"
 
 #include <spattn/mask.hpp>
 #include <spattn/tensor.hpp>

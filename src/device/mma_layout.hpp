@@ -3,7 +3,7 @@
 // __host__ __device__ under nvcc (the kernels read their layout at compile time).
 #pragma once
 
-#include "schedules/tile_math.hpp"  // SPATTN_HD
+#include "schedules/common/tile_math.hpp"  // SPATTN_HD
 
 #include <spattn/plan.hpp>  // Pass
 

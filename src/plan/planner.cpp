@@ -2,13 +2,13 @@
 // the bound, the switch M.
 #include <spattn/plan.hpp>
 
-#include "api/mask_cache.hpp"
-#include "schedules/arithmetic.hpp"
-#include "schedules/flash.hpp"
-#include "schedules/flash_mask.hpp"
-#include "schedules/flash_tile_choice.hpp"
-#include "schedules/small_cache.hpp"
-#include "schedules/sparse_small_cache.hpp"
+#include "mask/mask_cache.hpp"
+#include "schedules/common/arithmetic.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_mask.hpp"
+#include "plan/flash_tile_choice.hpp"
+#include "schedules/small_cache/small_cache.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include <spattn/error.hpp>
 

@@ -2,7 +2,7 @@
 // SPATTN_TIME_RATES, apart from the process-wide choice so that the tests can call them directly.
 #pragma once
 
-#include "schedules/flash_kernels.hpp"
+#include "cpu/kernels/flash_kernels.hpp"
 
 #include <spattn/plan.hpp>
 

@@ -3,7 +3,7 @@
 // use when a test ends.
 #pragma once
 
-#include "schedules/flash_kernels.hpp"
+#include "cpu/kernels/flash_kernels.hpp"
 
 #include <vector>
 

@@ -1,0 +1,117 @@
+// The run-time choice between the flash kernels' instruction sets (flash_kernels.hpp,
+// flash_kernels_isa.hpp). The build uses no -march flag (the machines that build and run it
+// vary), so the wider sets are compiled in translation units of their own and picked here from
+// what the CPU reports (__builtin_cpu_supports).
+#include "cpu/kernels/flash_kernels.hpp"
+
+#include "cpu/kernels/flash_kernels_isa.hpp"
+
+#include <spattn/error.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace spattn::schedules::flash_kernels {
+
+namespace {
+
+struct KernelTable {
+  void (*forward)(const ForwardTile&);
+  void (*dq)(const DqTile&);
+  void (*dkdv)(const DkdvTile&);
+};
+
+constexpr KernelTable kPortable{isa::forward_portable, isa::dq_portable, isa::dkdv_portable};
+#if defined(SPATTN_KERNELS_X86)
+constexpr KernelTable kAvx2{isa::forward_avx2, isa::dq_avx2, isa::dkdv_avx2};
+constexpr KernelTable kAvx512{isa::forward_avx512, isa::dq_avx512, isa::dkdv_avx512};
+#endif
+
+const KernelTable& table_of(KernelIsa isa) {
+#if defined(SPATTN_KERNELS_X86)
+  if (isa == KernelIsa::avx512) return kAvx512;
+  if (isa == KernelIsa::avx2) return kAvx2;
+#endif
+  (void)isa;
+  return kPortable;
+}
+
+KernelIsa best_supported() {
+  if (kernel_isa_supported(KernelIsa::avx512)) return KernelIsa::avx512;
+  if (kernel_isa_supported(KernelIsa::avx2)) return KernelIsa::avx2;
+  return KernelIsa::portable;
+}
+
+// The set the environment asks for (SPATTN_KERNELS=portable|avx2|avx512), else the widest
+// supported one. A name that is unknown or not supported here is an error, not a silent fallback.
+KernelIsa initial_isa() {
+  const char* requested = std::getenv("SPATTN_KERNELS");
+  if (requested == nullptr || *requested == '\0') return best_supported();
+  for (KernelIsa isa : {KernelIsa::portable, KernelIsa::avx2, KernelIsa::avx512}) {
+    if (std::strcmp(requested, kernel_isa_name(isa)) != 0) continue;
+    if (!kernel_isa_supported(isa)) {
+      fail("SPATTN_KERNELS=", requested, ": this CPU or build does not support these kernels");
+    }
+    return isa;
+  }
+  fail("SPATTN_KERNELS=", requested, " is not one of portable, avx2, avx512");
+}
+
+// The set in use; -1 until first asked.
+std::atomic<int> current_isa{-1};
+
+const KernelTable& current_table() {
+  int isa = current_isa.load(std::memory_order_relaxed);
+  if (isa < 0) {
+    isa = static_cast<int>(initial_isa());
+    current_isa.store(isa, std::memory_order_relaxed);
+  }
+  return table_of(static_cast<KernelIsa>(isa));
+}
+
+}  // namespace
+
+const char* kernel_isa_name(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::portable: return "portable";
+    case KernelIsa::avx2: return "avx2";
+    case KernelIsa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+bool kernel_isa_supported(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::portable:
+      return true;
+#if defined(SPATTN_KERNELS_X86)
+    case KernelIsa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case KernelIsa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    default:
+      return false;
+  }
+}
+
+KernelIsa kernel_isa() {
+  current_table();
+  return static_cast<KernelIsa>(current_isa.load(std::memory_order_relaxed));
+}
+
+void set_kernel_isa(KernelIsa isa) {
+  if (!kernel_isa_supported(isa)) {
+    fail("set_kernel_isa: this CPU or build does not support the ", kernel_isa_name(isa), " kernels");
+  }
+  current_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+void forward_tile(const ForwardTile& tile) { current_table().forward(tile); }
+void dq_tile(const DqTile& tile) { current_table().dq(tile); }
+void dkdv_tile(const DkdvTile& tile) { current_table().dkdv(tile); }
+
+}  // namespace spattn::schedules::flash_kernels

@@ -1,0 +1,185 @@
+// The prepared mask (include/spattn/mask.hpp) and its cache of schedule structures.
+#include <spattn/mask.hpp>
+
+#include "mask/mask_cache.hpp"
+#include "plan/flash_tile_choice.hpp"
+
+#include <spattn/error.hpp>
+
+#include <sparse_formats/convert.hpp>
+#include <sparse_formats/patterns.hpp>
+#include <sparse_formats/validate.hpp>
+
+#include <mutex>
+
+namespace spattn {
+
+struct Mask::State {
+  int64_t seqlen_q = 0;
+  int64_t seqlen_k = 0;
+  bool full = false;
+  mutable std::once_flag csr_built;
+  mutable sparse_formats::CsrPattern<int64_t> csr;  // built lazily for a full mask
+  mutable detail::MaskCache cache;
+};
+
+namespace {
+
+bool covers_everything(const sparse_formats::CsrPattern<int64_t>& csr) {
+  return csr.nnz() == csr.num_rows * csr.num_cols;
+}
+
+}  // namespace
+
+Mask Mask::full(int64_t seqlen_q, int64_t seqlen_k) {
+  if (seqlen_q < 0 || seqlen_k < 0) {
+    fail("Mask::full: seqlen_q = ", seqlen_q, " and seqlen_k = ", seqlen_k, " must be >= 0");
+  }
+  auto state = std::make_shared<State>();
+  state->seqlen_q = seqlen_q;
+  state->seqlen_k = seqlen_k;
+  state->full = true;
+  return Mask(std::move(state));
+}
+
+Mask Mask::from_csr(sparse_formats::CsrPattern<int64_t>&& pattern, const std::string& what) {
+  sparse_formats::validate(pattern, what);
+  auto state = std::make_shared<State>();
+  state->seqlen_q = pattern.num_rows;
+  state->seqlen_k = pattern.num_cols;
+  state->full = covers_everything(pattern);
+  state->csr = std::move(pattern);
+  std::call_once(state->csr_built, [] {});
+  return Mask(std::move(state));
+}
+
+Mask Mask::from_csr(const sparse_formats::CsrPatternView<int64_t>& pattern, const std::string& what) {
+  if (pattern.num_rows < 0 || pattern.num_cols < 0 || pattern.row_ptr == nullptr) {
+    fail(what, ": a ", pattern.num_rows, " x ", pattern.num_cols, " pattern needs a row_ptr array");
+  }
+  const int64_t nnz = pattern.nnz();
+  if (nnz < 0) fail(what, ": row_ptr[", pattern.num_rows, "] = ", nnz, " must be >= 0");
+  sparse_formats::validate(pattern, pattern.num_rows + 1, nnz, what);
+  sparse_formats::CsrPattern<int64_t> copy(
+      pattern.num_rows, pattern.num_cols,
+      std::vector<int64_t>(pattern.row_ptr, pattern.row_ptr + pattern.num_rows + 1),
+      std::vector<int64_t>(pattern.col_idx, pattern.col_idx + nnz));
+  return from_csr(std::move(copy), what);
+}
+
+Mask Mask::from_csr(const sparse_formats::CsrPatternView<int32_t>& pattern, const std::string& what) {
+  if (pattern.num_rows < 0 || pattern.num_cols < 0 || pattern.row_ptr == nullptr) {
+    fail(what, ": a ", pattern.num_rows, " x ", pattern.num_cols, " pattern needs a row_ptr array");
+  }
+  const int64_t nnz = pattern.nnz();
+  if (nnz < 0) fail(what, ": row_ptr[", pattern.num_rows, "] = ", nnz, " must be >= 0");
+  sparse_formats::validate(pattern, pattern.num_rows + 1, nnz, what);
+  return from_csr(sparse_formats::convert_index<int64_t>(pattern), what);
+}
+
+Mask Mask::from_spec(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k) {
+  const auto parsed = sparse_formats::parse_pattern_spec(spec);
+  if (parsed.name == "full" && parsed.params.empty()) return full(seqlen_q, seqlen_k);
+  return from_csr(sparse_formats::make_pattern<int64_t>(parsed, seqlen_q, seqlen_k), spec);
+}
+
+int64_t Mask::seqlen_q() const { return state_->seqlen_q; }
+int64_t Mask::seqlen_k() const { return state_->seqlen_k; }
+bool Mask::is_full() const { return state_->full; }
+
+int64_t Mask::nnz() const {
+  return state_->full ? state_->seqlen_q * state_->seqlen_k : state_->csr.nnz();
+}
+
+double Mask::density() const {
+  const double area = static_cast<double>(state_->seqlen_q) * static_cast<double>(state_->seqlen_k);
+  return area > 0.0 ? static_cast<double>(nnz()) / area : 0.0;
+}
+
+sparse_formats::CsrPatternView<int64_t> Mask::csr() const {
+  std::call_once(state_->csr_built, [this] {
+    state_->csr = sparse_formats::full_pattern<int64_t>(state_->seqlen_q, state_->seqlen_k);
+  });
+  return state_->csr.view();
+}
+
+detail::MaskCache& Mask::cache() const { return state_->cache; }
+
+namespace detail {
+
+std::shared_ptr<const schedules::FlashMask> MaskCache::flash(const Mask& mask,
+                                                             const schedules::FlashTiles& tiles,
+                                                             Pass pass) {
+  const FlashKey key{static_cast<int>(pass), tiles.block_q, tiles.block_k, tiles.dkdv_block_q,
+                     tiles.dkdv_block_k};
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& entry = flash_[key];
+  if (!entry) {
+    entry = std::make_shared<const schedules::FlashMask>(
+        schedules::build_flash_mask(mask.csr(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass));
+  }
+  return entry;
+}
+
+std::shared_ptr<const schedules::SparseSmallCacheMask> MaskCache::small_cache(const Mask& mask) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!small_cache_) small_cache_ = std::make_shared<const schedules::SparseSmallCacheMask>(mask.csr());
+  return small_cache_;
+}
+
+std::shared_ptr<const schedules::SparseMaskCounts> MaskCache::small_cache_counts(const Mask& mask) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!small_cache_counts_) small_cache_counts_ = std::make_shared<const schedules::SparseMaskCounts>(mask.csr());
+  return small_cache_counts_;
+}
+
+template <typename Map, typename Choose>
+typename Map::mapped_type MaskCache::find_or_choose(Map& map, const typename Map::key_type& key, Choose&& choose) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = map.find(key);
+    if (found != map.end()) return found->second;
+  }
+  // Chosen outside the lock (other shapes' calls go on); a race chooses the same tiles twice.
+  auto chosen = choose();
+  std::lock_guard<std::mutex> lock(mutex_);
+  map.emplace(key, chosen);
+  return chosen;
+}
+
+schedules::SparseSmallCacheTiles MaskCache::small_cache_tiles(const Mask& mask,
+                                                             const schedules::HeadShape& shape,
+                                                             int64_t cache_words, Pass pass,
+                                                             PlanObjective objective) {
+  return find_or_choose(small_cache_tiles_,
+                        {shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass),
+                         static_cast<int>(objective)},
+                        [&] {
+                          return schedules::sparse_small_cache_tiles(shape, *small_cache_counts(mask), cache_words,
+                                                                     pass, objective);
+                        });
+}
+
+schedules::FlashTiles MaskCache::flash_tiles(const Mask& mask, const schedules::HeadShape& shape,
+                                             int64_t cache_words, Pass pass, PlanObjective objective) {
+  return find_or_choose(flash_tiles_,
+                        {shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass),
+                         static_cast<int>(objective)},
+                        [&] { return schedules::masked_flash_tiles(shape, cache_words, pass, mask.csr(), objective); });
+}
+
+bool MaskCache::find_costs(const CostKey& key, Costs& costs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = costs_.find(key);
+  if (found == costs_.end()) return false;
+  costs = found->second;
+  return true;
+}
+
+void MaskCache::store_costs(const CostKey& key, const Costs& costs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  costs_.emplace(key, costs);
+}
+
+}  // namespace detail
+}  // namespace spattn

@@ -1,0 +1,61 @@
+// The arithmetic of the schedules (arithmetic.hpp).
+#include "schedules/common/arithmetic.hpp"
+
+#include "schedules/flash/flash_mask.hpp"
+
+#include <cstdint>
+
+namespace spattn::schedules {
+
+int64_t flash_flops_per_pair(const HeadShape& shape, flash_detail::FlashNest nest) {
+  const int64_t d = shape.head_dim, e = shape.head_dim_v;
+  switch (nest) {
+    case flash_detail::FlashNest::forward: return 2 * (d + e);
+    case flash_detail::FlashNest::dq: return 4 * d + 2 * e;
+    case flash_detail::FlashNest::dkdv: return 4 * (d + e);
+  }
+  return 0;
+}
+
+int64_t stored_pairs(const FlashTileLists& lists, bool partial_only) {
+  int64_t pairs = 0;
+  for (int64_t outer = 0; outer < lists.num_outer_tiles(); ++outer) {
+    const int64_t rows = flash_detail::tile_rows(lists.outer_rows, lists.outer_block, outer);
+    for (int64_t at = lists.tile_ptr[static_cast<size_t>(outer)];
+         at < lists.tile_ptr[static_cast<size_t>(outer) + 1]; ++at) {
+      const int64_t entry = lists.entries[static_cast<size_t>(at)];  // 2 tile + partial
+      if (partial_only && entry % 2 == 0) continue;
+      pairs += rows * flash_detail::tile_rows(lists.inner_rows, lists.inner_block, entry / 2);
+    }
+  }
+  return pairs;
+}
+
+int64_t flash_partial_pairs(const FlashMask* mask, Pass pass) {
+  if (mask == nullptr) return 0;
+  const int64_t query_pairs = stored_pairs(mask->query_rows, true);
+  return pass == Pass::forward ? query_pairs : query_pairs + stored_pairs(mask->key_cols, true);
+}
+
+int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass) {
+  using flash_detail::FlashNest;
+  const int64_t all_pairs = shape.seqlen_q * shape.seqlen_k;
+  const int64_t query_pairs = mask != nullptr ? stored_pairs(mask->query_rows) : all_pairs;
+  if (pass == Pass::forward) return flash_flops_per_pair(shape, FlashNest::forward) * query_pairs;
+  const int64_t key_pairs = mask != nullptr ? stored_pairs(mask->key_cols) : all_pairs;
+  return flash_flops_per_pair(shape, FlashNest::dq) * query_pairs +
+         flash_flops_per_pair(shape, FlashNest::dkdv) * key_pairs;
+}
+
+int64_t saturated_price(double price) {
+  constexpr double kLimit = 9.2e18;  // just below 2^63
+  if (!(price < kLimit)) return INT64_MAX;  // (NaN too)
+  return price <= 0.0 ? 0 : static_cast<int64_t>(price + 0.5);
+}
+
+int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass) {
+  const int64_t d = shape.head_dim, e = shape.head_dim_v;
+  return (pass == Pass::forward ? 2 * (d + e) : 6 * d + 4 * e) * pairs;
+}
+
+}  // namespace spattn::schedules

@@ -1,0 +1,54 @@
+// The arithmetic each schedule does, next to the words it moves: what PlanObjective::time prices
+// (spattn/plan.hpp; docs/api.md, "Words or time"). Flops are 2 per multiply-add of the products
+// over head_dim (d) or head_dim_v (e); the softmax's exponentials and the row statistics are left
+// out (they are per pair or per row, the same order for every schedule).
+//
+//   flash (dense or block-sparse)   every pair of every visited (query tile, key tile), attended
+//                                   or not (an upper bound on a partial tile: the kernels skip
+//                                   its blocks of 8 inner rows x lanes that attend nothing,
+//                                   flash_kernels_ranges.hpp; the rates were fitted on these counts):
+//     forward   2 (d + e) per pair              S = Q K^T, O += P V
+//     backward  (4 d + 2 e) per pair of the     S, dP = dO V^T, dQ += dS K
+//               dQ pass' tiles, 4 (d + e) per   S, dP, dK += dS^T Q, dV += P^T dO
+//               pair of the dK/dV pass' tiles
+//   small_cache (dense: every pair; density-adaptive: the mask's entries), once per pair:
+//     forward   2 (d + e)                        S, O
+//     backward  6 d + 4 e                        P, dP, dQ, dK, dV
+#pragma once
+
+#include "schedules/flash/flash.hpp"
+
+#include <cstdint>
+
+namespace spattn::schedules {
+
+struct FlashMask;
+struct FlashTileLists;
+
+// Flops per computed pair of one flash loop nest (the table above): forward 2 (d + e), dQ pass
+// 4 d + 2 e, dK/dV pass 4 (d + e). The tile choice (flash_tile_choice.hpp) weighs pairs with it.
+int64_t flash_flops_per_pair(const HeadShape& shape, flash_detail::FlashNest nest);
+
+// Pairs in the stored tiles of one direction of a FlashMask (edge tiles count their real rows and
+// columns), all of them or those of partial tiles only (where the kernels also apply the tile's
+// mask bits). O(stored tiles).
+int64_t stored_pairs(const FlashTileLists& lists, bool partial_only = false);
+
+// flash's flops over `mask` (built for the tiles that run and for `pass`), or dense
+// (mask == nullptr: every pair, whatever the tiles). O(stored tiles).
+int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass);
+
+// The pairs of flash's partial tiles over `mask` (built for the tiles that run and for `pass`):
+// the forward's, or the backward's two nests summed. 0 for the dense schedule (nullptr).
+int64_t flash_partial_pairs(const FlashMask* mask, Pass pass);
+
+// A time price computed in double, rounded and saturated at INT64_MAX: the prices of very large
+// problems (n 131072 at the smallest M, many heads) pass 2^63, and a wrapped price would flip
+// auto's choice.
+int64_t saturated_price(double price);
+
+// small_cache's flops over `pairs` computed pairs: seqlen_q x seqlen_k for the dense schedule,
+// the mask's nnz for the density-adaptive one. O(1).
+int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass);
+
+}  // namespace spattn::schedules

@@ -1,0 +1,186 @@
+// The tiled matrix product schedule, its tile choice and its exact prediction (tiled_matmul.hpp).
+#include "schedules/common/tiled_matmul.hpp"
+
+#include "cpu/kernels/small_cache_kernels.hpp"
+
+#include <spattn/error.hpp>
+
+#include <algorithm>
+
+namespace spattn::schedules {
+namespace {
+
+int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+void check_tiles(const char* where, const MatmulTiles& tiles) {
+  if (tiles.tile_m < 1 || tiles.tile_n < 1 || tiles.tile_k < 1) {
+    fail(where, ": tiles must be at least 1, got tile_m ", tiles.tile_m, ", tile_n ", tiles.tile_n,
+         ", tile_k ", tiles.tile_k);
+  }
+}
+
+}  // namespace
+
+int64_t tiled_matmul_fast_words(const MatmulTiles& tiles) {
+  return tiles.tile_m * tiles.tile_n + tiles.tile_m * tiles.tile_k + tiles.tile_k * tiles.tile_n;
+}
+
+IoCount predict_tiled_matmul(int64_t a, int64_t k, int64_t b, const MatmulTiles& tiles,
+                             bool accumulate) {
+  check_tiles("predict_tiled_matmul", tiles);
+  const int64_t row_blocks = ceil_div(a, tiles.tile_m);
+  const int64_t col_blocks = ceil_div(b, tiles.tile_n);
+  const bool retain = tiles.tile_k >= k;
+  IoCount count;
+  count.reads = k * b * row_blocks;                                    // op(B), once per row block
+  if (col_blocks > 0) count.reads += a * k * (retain ? 1 : col_blocks);  // op(A)
+  if (accumulate) count.reads += a * b;                                 // C, once
+  count.writes = a * b;
+  return count;
+}
+
+MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_words,
+                                int64_t row_words) {
+  if (a < 0 || k < 0 || b < 0 || row_words < 0) {
+    fail("choose_matmul_tiles: sizes must be non-negative, got a ", a, ", k ", k, ", b ", b,
+         ", row_words ", row_words);
+  }
+  const int64_t minimum = tiled_matmul_min_cache_words(row_words);
+  if (cache_words < minimum) {
+    fail("choose_matmul_tiles: fast memory M = ", cache_words, " words is below the minimum ",
+         minimum, " (a 1 x 1 output tile, one word of A and of B, ", row_words,
+         " row words for the hooks)");
+  }
+  // Tiles larger than the matrix buy nothing; keep each at least 1 so empty sizes still work.
+  const int64_t max_m = std::max<int64_t>(a, 1);
+  const int64_t max_n = std::max<int64_t>(b, 1);
+  const int64_t max_k = std::max<int64_t>(k, 1);
+
+  MatmulTiles best;
+  int64_t best_reads = -1;
+  // Among tiles of equal reads, the one with the longer chunk, then the larger tile: a longer
+  // chunk lets the kernel keep each output in a register over more of k (a chunk of 1 adds every
+  // product term to the C tile in memory), and costs no words.
+  const auto better = [&](const MatmulTiles& tiles, int64_t reads) {
+    if (best_reads < 0 || reads != best_reads) return best_reads < 0 || reads < best_reads;
+    if (tiles.tile_k != best.tile_k) return tiles.tile_k > best.tile_k;
+    return tiles.tile_m * tiles.tile_n > best.tile_m * best.tile_n;
+  };
+  const auto consider = [&](MatmulTiles tiles) {
+    // The same numbers of row and column blocks with tiles split evenly: the same reads (they
+    // depend only on those counts and on retention, which a longer chunk keeps), and the memory
+    // freed goes to the chunk.
+    tiles.tile_m = ceil_div(max_m, ceil_div(max_m, tiles.tile_m));
+    tiles.tile_n = ceil_div(max_n, ceil_div(max_n, tiles.tile_n));
+    const int64_t avail = cache_words - row_words * tiles.tile_m;
+    tiles.tile_k = std::min(max_k, std::max(tiles.tile_k, (avail - tiles.tile_m * tiles.tile_n) /
+                                                              (tiles.tile_m + tiles.tile_n)));
+    const int64_t reads = predict_tiled_matmul(a, k, b, tiles).reads;
+    if (better(tiles, reads)) {
+      best = tiles;
+      best_reads = reads;
+    }
+  };
+  // For each tile height, the widest tile that fits is the best of that height (reads never grow
+  // with tile_n). Two chunk policies: the shortest chunk (widest tile; the chunk then takes what
+  // is left), and the whole of k (the A panel stays resident across the row block).
+  for (int64_t tile_m = 1; tile_m <= std::min(max_m, cache_words); ++tile_m) {
+    const int64_t avail = cache_words - row_words * tile_m;
+    // tile_m * tile_n + tile_m * 1 + 1 * tile_n <= avail
+    int64_t tile_n = (avail - tile_m) / (tile_m + 1);
+    if (tile_n < 1) break;  // a taller tile fits even less
+    tile_n = std::min(tile_n, max_n);
+    const int64_t tile_k =
+        std::min(max_k, (avail - tile_m * tile_n) / (tile_m + tile_n));
+    consider({tile_m, tile_n, tile_k});
+    // tile_m * tile_n + tile_m * k + k * tile_n <= avail
+    const int64_t panel_n = (avail - tile_m * max_k) / (tile_m + max_k);
+    if (panel_n >= 1) consider({tile_m, std::min(panel_n, max_n), max_k});
+  }
+  return best;
+}
+
+void tiled_matmul(io::FastMemory& fast, const MatmulInput& a, const MatmulInput& b,
+                  const MatmulOutput& c, const MatmulTiles& tiles, const MatmulOptions& options) {
+  check_tiles("tiled_matmul", tiles);
+  const int64_t rows_a = a.matrix.rows();
+  const int64_t inner = a.matrix.cols();
+  const int64_t cols_b = b.matrix.cols();
+  if (b.matrix.rows() != inner) {
+    fail("tiled_matmul: op(A) is ", rows_a, " x ", inner, " but op(B) is ", b.matrix.rows(), " x ",
+         cols_b, " (inner dimensions differ)");
+  }
+  if (c.matrix.rows() != rows_a || c.matrix.cols() != cols_b) {
+    fail("tiled_matmul: C is ", c.matrix.rows(), " x ", c.matrix.cols(), ", op(A) op(B) is ",
+         rows_a, " x ", cols_b);
+  }
+  if (options.first_row_block < 0 || options.row_block_step < 1) {
+    fail("tiled_matmul: first_row_block ", options.first_row_block,
+         " must be >= 0 and row_block_step ", options.row_block_step, " >= 1");
+  }
+  const int64_t tile_m = tiles.tile_m;
+  const int64_t tile_n = tiles.tile_n;
+  const int64_t tile_k = tiles.tile_k;
+  const bool retain = tile_k >= inner;
+  MatmulHooks no_hooks;
+  MatmulHooks& hooks = options.hooks != nullptr ? *options.hooks : no_hooks;
+
+  auto c_tile = fast.allocate<float>(tile_m * tile_n, "tiled_matmul C tile");  // (tile_m, tile_n)
+  auto a_chunk = fast.allocate<float>(tile_m * tile_k, "tiled_matmul A chunk");  // (tile_m, tile_k)
+  // (tile_k, tile_n), or (tile_n, tile_k) when the tile is narrower than the kernels' vectors: the
+  // same words, loaded from the transposed view, so that the kernel runs dot products along k.
+  auto b_chunk = fast.allocate<float>(tile_k * tile_n, "tiled_matmul B chunk");
+  const bool b_transposed = small_cache_kernels::prefers_transposed_b(std::min(tile_n, cols_b));
+  const SlowMatrix<const float> b_transpose = b.matrix.transposed();
+
+  small_cache_kernels::Product product;
+  product.a = a_chunk.data();
+  product.lda = tile_k;
+  product.b = b_chunk.data();
+  product.ldb = b_transposed ? tile_k : tile_n;
+  product.b_transposed = b_transposed;
+  product.c = c_tile.data();
+  product.ldc = tile_n;
+  // Accumulating into loaded C values needs alpha on each product; otherwise alpha is applied
+  // once to the finished tile.
+  product.alpha = options.accumulate ? options.alpha : 1.0f;
+  for (int64_t row0 = options.first_row_block * tile_m; row0 < rows_a;
+       row0 += options.row_block_step * tile_m) {
+    const int64_t rows = std::min(tile_m, rows_a - row0);
+    hooks.begin_row_block(fast, row0, rows);
+    for (int64_t col0 = 0; col0 < cols_b; col0 += tile_n) {
+      const int64_t cols = std::min(tile_n, cols_b - col0);
+      if (options.accumulate) {
+        fast.load(c.operand, c.matrix, row0, col0, rows, cols, c_tile, 0, tile_n);
+      } else {
+        std::fill(c_tile.data(), c_tile.data() + rows * tile_n, 0.0f);
+      }
+      for (int64_t k0 = 0; k0 < inner; k0 += tile_k) {
+        const int64_t depth = std::min(tile_k, inner - k0);
+        if (!retain || col0 == 0) {
+          fast.load(a.operand, a.matrix, row0, k0, rows, depth, a_chunk, 0, tile_k);
+          hooks.transform_a(row0, k0, rows, depth, a_chunk.data(), tile_k);
+        }
+        if (b_transposed) {
+          fast.load(b.operand, b_transpose, col0, k0, cols, depth, b_chunk, 0, tile_k);
+        } else {
+          fast.load(b.operand, b.matrix, k0, col0, depth, cols, b_chunk, 0, tile_n);
+        }
+        product.rows = rows;
+        product.depth = depth;
+        product.cols = cols;
+        small_cache_kernels::multiply_add(product);
+      }
+      if (!options.accumulate && options.alpha != 1.0f) {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t col = 0; col < cols; ++col) c_tile[r * tile_n + col] *= options.alpha;
+        }
+      }
+      hooks.finish_tile(fast, row0, col0, rows, cols, c_tile.data(), tile_n, b_chunk);
+      fast.store(c.operand, c_tile, 0, tile_n, c.matrix, row0, col0, rows, cols);
+    }
+    hooks.end_row_block(fast, row0, rows);
+  }
+}
+
+}  // namespace spattn::schedules

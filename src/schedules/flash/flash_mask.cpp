@@ -1,0 +1,180 @@
+// Building a FlashMask (re-blocking an element mask at the flash tiles' granularity) and walking
+// its tile lists with counted loads (flash_mask.hpp, docs/block_sparse.md).
+#include "schedules/flash/flash_mask.hpp"
+
+#include <spattn/error.hpp>
+
+#include <sparse_formats/convert.hpp>
+
+#include <algorithm>
+#include <cassert>
+#include <string>
+#include <utility>
+
+namespace spattn::schedules {
+
+using io::Operand;
+using io::WordKind;
+
+namespace {
+
+// The lists of a BsrMask whose block rows are the outer tiles (partial slots numbered in block
+// order, as csr_to_bsr_mask and transpose(BsrMask) produce them, so the bits are already in list
+// order and move over unchanged).
+template <typename Index>
+FlashTileLists lists_of(sparse_formats::BsrMask<Index>&& bsr) {
+  const auto& blocks = bsr.blocks;
+  FlashTileLists lists;
+  lists.outer_rows = blocks.num_rows;
+  lists.inner_rows = blocks.num_cols;
+  lists.outer_block = blocks.block_m;
+  lists.inner_block = blocks.block_n;
+  lists.bit_words = bsr.words_per_block();
+  const int64_t num_outer = blocks.view().num_block_rows();
+  lists.tile_ptr.assign(static_cast<size_t>(num_outer) + 1, 0);
+  lists.partial_ptr.assign(static_cast<size_t>(num_outer) + 1, 0);
+  lists.entries.reserve(static_cast<size_t>(blocks.num_blocks()));
+  int64_t partial = 0;
+  for (int64_t i = 0; i < num_outer; ++i) {
+    const auto begin = static_cast<int64_t>(blocks.block_row_ptr[static_cast<size_t>(i)]);
+    const auto end = static_cast<int64_t>(blocks.block_row_ptr[static_cast<size_t>(i) + 1]);
+    for (int64_t b = begin; b < end; ++b) {
+      const bool is_partial = bsr.kind[static_cast<size_t>(b)] == sparse_formats::BlockKind::partial;
+      assert(!is_partial || bsr.partial_slot[static_cast<size_t>(b)] == partial);
+      const auto tile = static_cast<int64_t>(blocks.block_col_idx[static_cast<size_t>(b)]);
+      lists.entries.push_back(2 * tile + (is_partial ? 1 : 0));
+      if (is_partial) ++partial;
+    }
+    lists.tile_ptr[static_cast<size_t>(i) + 1] = end;
+    lists.partial_ptr[static_cast<size_t>(i) + 1] = partial;
+  }
+  lists.bits = std::move(bsr.partial_bits);
+  return lists;
+}
+
+void check_positive(const char* name, int64_t rows) {
+  if (rows < 1) fail("build_flash_mask: tile ", name, " = ", rows, " rows must be positive");
+}
+
+std::string tiles_text(const FlashTiles& t) {
+  return "(block_q " + std::to_string(t.block_q) + ", block_k " + std::to_string(t.block_k) +
+         ", dkdv_block_q " + std::to_string(t.dkdv_block_q) + ", dkdv_block_k " +
+         std::to_string(t.dkdv_block_k) + ")";
+}
+
+}  // namespace
+
+template <typename Index>
+FlashMask build_flash_mask(const sparse_formats::CsrPatternView<Index>& mask, int64_t seqlen_q,
+                           int64_t seqlen_k, const FlashTiles& tiles, Pass pass) {
+  if (mask.num_rows != seqlen_q || mask.num_cols != seqlen_k) {
+    fail("build_flash_mask: mask is ", mask.num_rows, " x ", mask.num_cols, ", expected ", seqlen_q,
+         " x ", seqlen_k, " (seqlen_q x seqlen_k)");
+  }
+  check_positive("block_q", tiles.block_q);
+  check_positive("block_k", tiles.block_k);
+  if (pass == Pass::backward) {
+    check_positive("dkdv_block_q", tiles.dkdv_block_q);
+    check_positive("dkdv_block_k", tiles.dkdv_block_k);
+  }
+  FlashMask out;
+  out.seqlen_q = seqlen_q;
+  out.seqlen_k = seqlen_k;
+  out.pass = pass;
+  out.tiles = tiles;
+  out.nnz = mask.nnz();
+  out.query_rows = lists_of(sparse_formats::csr_to_bsr_mask(mask, tiles.block_q, tiles.block_k));
+  if (pass == Pass::backward) {
+    // Block (I, J) at (dkdv_block_q x dkdv_block_k), transposed: key tile J's list of query tiles.
+    out.key_cols = lists_of(sparse_formats::transpose(
+        sparse_formats::csr_to_bsr_mask(mask, tiles.dkdv_block_q, tiles.dkdv_block_k)));
+  }
+  return out;
+}
+
+template FlashMask build_flash_mask<int32_t>(const sparse_formats::CsrPatternView<int32_t>&,
+                                             int64_t, int64_t, const FlashTiles&, Pass);
+template FlashMask build_flash_mask<int64_t>(const sparse_formats::CsrPatternView<int64_t>&,
+                                             int64_t, int64_t, const FlashTiles&, Pass);
+
+int64_t flash_mask_resident_words(int64_t outer_rows, int64_t inner_rows) {
+  return 3 + kFlashListChunk + sparse_formats::ceil_div(outer_rows * inner_rows, 64);
+}
+
+namespace flash_detail {
+
+void check_mask(const char* what, const FlashMask* mask, const HeadShape& shape,
+                const FlashTiles& tiles, Pass pass) {
+  if (mask == nullptr) return;
+  if (mask->seqlen_q != shape.seqlen_q || mask->seqlen_k != shape.seqlen_k) {
+    fail(what, ": the flash mask is ", mask->seqlen_q, " x ", mask->seqlen_k, ", expected ",
+         shape.seqlen_q, " x ", shape.seqlen_k, " (seqlen_q x seqlen_k)");
+  }
+  if (mask->pass != pass) {
+    fail(what, ": the flash mask was built for the ", pass_name(mask->pass), " pass");
+  }
+  const FlashTiles& m = mask->tiles;
+  const bool same = m.block_q == tiles.block_q && m.block_k == tiles.block_k &&
+                    (pass == Pass::forward ||
+                     (m.dkdv_block_q == tiles.dkdv_block_q && m.dkdv_block_k == tiles.dkdv_block_k));
+  if (!same) {
+    fail(what, ": the flash mask was built for tiles ", tiles_text(m), ", the run uses ",
+         tiles_text(tiles));
+  }
+}
+
+TileWalker::TileWalker(io::FastMemory& fast, const FlashTileLists* lists, int64_t num_inner_tiles)
+    : fast_(fast), lists_(lists), num_inner_tiles_(num_inner_tiles) {
+  if (lists_ == nullptr) return;
+  assert(lists_->num_inner_tiles() == num_inner_tiles);
+  header_ = fast.allocate<int64_t>(3, "mask list header");
+  chunk_ = fast.allocate<int64_t>(kFlashListChunk, "mask list chunk");
+  bits_ = fast.allocate<uint64_t>(lists_->bit_words, "mask tile bits");
+}
+
+int64_t TileWalker::start(int64_t outer) {
+  position_ = 0;
+  if (lists_ == nullptr) {
+    count_ = num_inner_tiles_;
+    return count_;
+  }
+  const auto tile_ptr =
+      io::SlowMatrix<const int64_t>::dense(lists_->tile_ptr.data(), lists_->num_outer_tiles() + 1, 1);
+  const auto partial_ptr = io::SlowMatrix<const int64_t>::dense(lists_->partial_ptr.data(),
+                                                                lists_->num_outer_tiles() + 1, 1);
+  fast_.load(Operand::mask, tile_ptr, outer, 0, 2, 1, header_, 0, 1, WordKind::index);
+  fast_.load(Operand::mask, partial_ptr, outer, 0, 1, 1, header_, 2, 1, WordKind::index);
+  count_ = header_[1] - header_[0];
+  next_partial_ = header_[2];
+  return count_;
+}
+
+VisitedTile TileWalker::next() {
+  assert(position_ < count_);
+  if (lists_ == nullptr) return VisitedTile{position_++, nullptr};
+  const int64_t in_chunk = position_ % kFlashListChunk;
+  if (in_chunk == 0) {
+    const int64_t words = std::min(kFlashListChunk, count_ - position_);
+    const auto entries =
+        io::SlowMatrix<const int64_t>::dense(lists_->entries.data(), lists_->num_stored(), 1);
+    fast_.load(Operand::mask, entries, header_[0] + position_, 0, words, 1, chunk_, 0, 1,
+               WordKind::index);
+  }
+  ++position_;
+  const int64_t entry = chunk_[in_chunk];
+  VisitedTile visited{entry / 2, nullptr};
+  assert(visited.tile >= 0 && visited.tile < num_inner_tiles_);
+  if (entry % 2 == 1) {
+    const int64_t words = lists_->bit_words;
+    const auto bit_sets = io::SlowMatrix<const uint64_t>::dense(lists_->bits.data(),
+                                                                lists_->num_partial(), words);
+    fast_.load(Operand::mask, bit_sets, next_partial_, 0, 1, words, bits_, 0, words,
+               WordKind::index);
+    ++next_partial_;
+    visited.bits = bits_.data();
+  }
+  return visited;
+}
+
+}  // namespace flash_detail
+}  // namespace spattn::schedules

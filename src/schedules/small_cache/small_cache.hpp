@@ -1,0 +1,120 @@
+// The small-cache attention algorithm (the paper's Algorithm 6 as reconstructed in theory.md
+// section 4; details and formulas in docs/small_cache.md): every product with I/O-optimal tiles
+// (tiled_matmul.hpp), the n x n intermediates materialized in slow memory, the elementwise steps
+// fused into the products where that saves passes. Dense mask, fp32 compute.
+//
+// Forward (m = seqlen_q, n = seqlen_k):
+//   S = scale Q K^T            tiled; S written; the row max and sum are kept online per row
+//                              block, so LSE is written at the end of each row block (no pass
+//                              over S)
+//   O = P V                    tiled; P = exp(S - LSE) computed as S chunks are loaded (P is
+//                              never written: that would cost m n writes and m n reads more)
+// Backward:
+//   D = rowsum(dO ∘ O)         streamed; D written to `delta`
+//   P = exp(scale Q K^T - LSE) tiled; P computed on the finished tile, written
+//   dS = P ∘ (dO V^T - D)      tiled; dS computed on the finished dP tile (P tile read), written;
+//                              dP itself never reaches slow memory
+//   dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO     tiled (dS^T, P^T are transposed views)
+//
+// Tiles come only from small_cache_tiles(); the predictions are exact (tests prove counted ==
+// predicted for reads and writes separately).
+#pragma once
+
+#include "cpu/workers.hpp"
+#include "schedules/common/head_problem.hpp"
+#include "schedules/common/tiled_matmul.hpp"
+
+#include <spattn/io.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace spattn::schedules {
+
+struct SmallCacheTiles {
+  Pass pass = Pass::forward;
+  HeadShape shape;          // the problem they were chosen for (the schedules check it)
+  int64_t cache_words = 0;  // M they were chosen for
+  MatmulTiles scores;       // S (forward) or P (backward) = scale Q K^T: (m, d) x (d, n)
+  MatmulTiles output;       // forward: O = P V: (m, n) x (n, d_v)
+  MatmulTiles d_scores;     // backward: dP = dO V^T -> dS: (m, d_v) x (d_v, n)
+  MatmulTiles dq;           // backward: (m, n) x (n, d)
+  MatmulTiles dk;           // backward: (n, m) x (m, d)
+  MatmulTiles dv;           // backward: (n, m) x (m, d_v)
+  int64_t delta_rows = 1;   // backward: D pass chunk, rows of dO and O ...
+  int64_t delta_cols = 1;   // ... by columns
+};
+
+// The smallest M the schedule runs with: 5 words forward (1 x 1 tiles, one word each of A and B,
+// row max and sum), 4 backward (1 x 1 tiles and one row statistic, LSE or D). Independent of the
+// shape.
+int64_t small_cache_min_cache_words(const HeadShape& shape, Pass pass);
+
+// Chooses every tile of the pass for fast memory of `cache_words` words: each product gets the
+// tiles minimizing its predicted reads (choose_matmul_tiles), t ~ sqrt(M) in the small-cache
+// regime. Throws InvalidArgument stating the minimum when cache_words is below it, or when the
+// shape has a negative size.
+SmallCacheTiles small_cache_tiles(const HeadShape& shape, int64_t cache_words, Pass pass);
+
+// The most words the schedule ever holds in fast memory with these tiles (<= cache_words).
+int64_t small_cache_fast_words(const SmallCacheTiles& tiles);
+
+// Exact words moved (closed form; docs/small_cache.md). `shape` must be tiles.shape.
+IoCount predict_small_cache_forward(const HeadShape& shape, const SmallCacheTiles& tiles);
+IoCount predict_small_cache_backward(const HeadShape& shape, const SmallCacheTiles& tiles);
+
+// The schedules. Scratch slow memory for the n x n intermediates (S; P and dS) is owned by the
+// call. Throw InvalidArgument when the operands' shapes disagree with each other or with
+// tiles.shape, or the tiles are for the other pass; RuntimeError when fast memory has fewer
+// than small_cache_fast_words(tiles) words free. Either way before anything is written.
+void small_cache_forward(io::FastMemory& fast, const HeadForward& head,
+                         const SmallCacheTiles& tiles);
+void small_cache_backward(io::FastMemory& fast, const HeadBackward& head,
+                          const SmallCacheTiles& tiles);
+
+// The same schedules on a team of workers, one thread and one fast memory each (the model: M per
+// core): every product's row blocks, and the D pass's row chunks, are split round-robin over the
+// workers, the products running one after another (each reads what the one before wrote). Each
+// output tile is computed by one worker exactly as in the one-worker schedule, so the results are
+// bit-identical for any number of workers, and the words the workers move sum to the
+// prediction (each worker's peak is at most small_cache_fast_words). Checks as above, on every
+// worker's fast memory.
+void small_cache_forward(cpu::WorkerMemories& workers, const HeadForward& head,
+                         const SmallCacheTiles& tiles);
+void small_cache_backward(cpu::WorkerMemories& workers, const HeadBackward& head,
+                          const SmallCacheTiles& tiles);
+
+namespace small_cache_detail {
+// Shared by the schedules and the predictions: tiles are for `pass` and for `shape`
+// (InvalidArgument otherwise), and `fast` has room for them (RuntimeError otherwise).
+void check_tiles(const char* where, const HeadShape& shape, const SmallCacheTiles& tiles,
+                 Pass pass);
+void check_room(const char* where, const io::FastMemory& fast, const SmallCacheTiles& tiles);
+// The fast memories of a team (one per worker), or of the one-worker schedule.
+using Memories = std::vector<io::FastMemory*>;
+inline Memories memories_of(cpu::WorkerMemories& workers) {
+  Memories memories;
+  for (int worker = 0; worker < workers.size(); ++worker) memories.push_back(&workers[worker]);
+  return memories;
+}
+// Runs body(fast, worker) for every worker, each on its own thread and fast memory.
+template <typename Body>
+void run_on(const Memories& memories, Body&& body) {
+  const int workers = static_cast<int>(memories.size());
+  cpu::run_workers(workers,
+                   [&](int worker) { body(*memories[static_cast<size_t>(worker)], worker); });
+}
+// The share of a product that worker `worker` of `workers` computes.
+inline MatmulOptions share(MatmulOptions options, int worker, int workers) {
+  options.first_row_block = worker;
+  options.row_block_step = workers;
+  return options;
+}
+// Row statistics each product keeps resident per tile row (the schedules allocate exactly these).
+inline constexpr int64_t kForwardScoresRowWords = 2;    // running row max and row sum
+inline constexpr int64_t kForwardOutputRowWords = 1;    // LSE, for P = exp(S - LSE) on load
+inline constexpr int64_t kBackwardScoresRowWords = 1;   // LSE, for P = exp(S - LSE) on store
+inline constexpr int64_t kBackwardDScoresRowWords = 1;  // D, for dS = P ∘ (dP - D) on store
+}  // namespace small_cache_detail
+
+}  // namespace spattn::schedules

@@ -1,0 +1,145 @@
+// The small-cache schedule's tiles (the only place they are chosen) and its exact I/O prediction.
+// Derivations: docs/small_cache.md.
+#include "schedules/small_cache/small_cache.hpp"
+
+#include <spattn/error.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+namespace spattn::schedules {
+namespace {
+
+void check_shape(const char* where, const HeadShape& shape) {
+  if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
+    fail(where, ": sizes must be non-negative, got seqlen_q ", shape.seqlen_q, ", seqlen_k ",
+         shape.seqlen_k, ", head_dim ", shape.head_dim, ", head_dim_v ", shape.head_dim_v);
+  }
+}
+
+}  // namespace
+
+namespace small_cache_detail {
+
+void check_tiles(const char* where, const HeadShape& shape, const SmallCacheTiles& tiles,
+                 Pass pass) {
+  if (tiles.pass != pass) {
+    fail(where, ": tiles were chosen for the ", pass_name(tiles.pass), " pass");
+  }
+  const HeadShape& t = tiles.shape;
+  if (t.seqlen_q != shape.seqlen_q || t.seqlen_k != shape.seqlen_k ||
+      t.head_dim != shape.head_dim || t.head_dim_v != shape.head_dim_v) {
+    fail(where, ": tiles were chosen for seqlen_q ", t.seqlen_q, ", seqlen_k ", t.seqlen_k,
+         ", head_dim ", t.head_dim, ", head_dim_v ", t.head_dim_v, "; the problem has ",
+         shape.seqlen_q, ", ", shape.seqlen_k, ", ", shape.head_dim, ", ", shape.head_dim_v);
+  }
+}
+
+void check_room(const char* where, const io::FastMemory& fast, const SmallCacheTiles& tiles) {
+  const int64_t needed = small_cache_fast_words(tiles);
+  const int64_t free_words = fast.capacity() - fast.resident();
+  if (needed > free_words) {
+    std::ostringstream message;
+    message << where << ": the tiles need " << needed << " words of fast memory, " << free_words
+            << " of M = " << fast.capacity() << " are free (tiles chosen for M = "
+            << tiles.cache_words << ")";
+    throw RuntimeError(message.str());
+  }
+}
+
+}  // namespace small_cache_detail
+
+using namespace small_cache_detail;
+
+int64_t small_cache_min_cache_words(const HeadShape& shape, Pass pass) {
+  check_shape("small_cache_min_cache_words", shape);
+  // The D pass needs 3 words (one of dO, one of O, the sum), less than either product.
+  return pass == Pass::forward ? tiled_matmul_min_cache_words(kForwardScoresRowWords)
+                               : tiled_matmul_min_cache_words(kBackwardScoresRowWords);
+}
+
+SmallCacheTiles small_cache_tiles(const HeadShape& shape, int64_t cache_words, Pass pass) {
+  check_shape("small_cache_tiles", shape);
+  const int64_t minimum = small_cache_min_cache_words(shape, pass);
+  if (cache_words < minimum) {
+    fail("small_cache_tiles: fast memory M = ", cache_words, " words is below the minimum of ",
+         minimum, " words for the small-cache ", pass_name(pass),
+         " (1 x 1 output tiles, one word each of A and B, ",
+         pass == Pass::forward ? "the row max and row sum)" : "one row statistic)");
+  }
+  const int64_t m = shape.seqlen_q;
+  const int64_t n = shape.seqlen_k;
+  const int64_t d = shape.head_dim;
+  const int64_t dv = shape.head_dim_v;
+  SmallCacheTiles tiles;
+  tiles.pass = pass;
+  tiles.shape = shape;
+  tiles.cache_words = cache_words;
+  if (pass == Pass::forward) {
+    tiles.scores = choose_matmul_tiles(m, d, n, cache_words, kForwardScoresRowWords);
+    tiles.output = choose_matmul_tiles(m, n, dv, cache_words, kForwardOutputRowWords);
+    return tiles;
+  }
+  tiles.scores = choose_matmul_tiles(m, d, n, cache_words, kBackwardScoresRowWords);
+  tiles.d_scores = choose_matmul_tiles(m, dv, n, cache_words, kBackwardDScoresRowWords);
+  tiles.dq = choose_matmul_tiles(m, n, d, cache_words);
+  tiles.dk = choose_matmul_tiles(n, m, d, cache_words);
+  tiles.dv = choose_matmul_tiles(n, m, dv, cache_words);
+  // D pass: a rows x cols chunk of dO and of O and one sum per row, 2 rows cols + rows <= M.
+  tiles.delta_cols = std::min(std::max<int64_t>(dv, 1), (cache_words - 1) / 2);
+  tiles.delta_rows = std::min(std::max<int64_t>(m, 1), cache_words / (2 * tiles.delta_cols + 1));
+  return tiles;
+}
+
+int64_t small_cache_fast_words(const SmallCacheTiles& tiles) {
+  const auto product = [](const MatmulTiles& t, int64_t row_words) {
+    return tiled_matmul_fast_words(t) + row_words * t.tile_m;
+  };
+  if (tiles.pass == Pass::forward) {
+    return std::max(product(tiles.scores, kForwardScoresRowWords),
+                    product(tiles.output, kForwardOutputRowWords));
+  }
+  const int64_t delta_pass = tiles.delta_rows * (2 * tiles.delta_cols + 1);
+  return std::max({delta_pass, product(tiles.scores, kBackwardScoresRowWords),
+                   product(tiles.d_scores, kBackwardDScoresRowWords), product(tiles.dq, 0),
+                   product(tiles.dk, 0), product(tiles.dv, 0)});
+}
+
+IoCount predict_small_cache_forward(const HeadShape& shape, const SmallCacheTiles& tiles) {
+  check_tiles("predict_small_cache_forward", shape, tiles, Pass::forward);
+  const int64_t m = shape.seqlen_q;
+  const int64_t n = shape.seqlen_k;
+  IoCount count;
+  // S = scale Q K^T: reads Q, K; writes S (m n). LSE written at each row block's end (m).
+  count += predict_tiled_matmul(m, shape.head_dim, n, tiles.scores);
+  count.writes += m;
+  // O = exp(S - LSE) V: reads S, V and LSE once per row block (m); writes O.
+  count += predict_tiled_matmul(m, n, shape.head_dim_v, tiles.output);
+  count.reads += m;
+  return count;
+}
+
+IoCount predict_small_cache_backward(const HeadShape& shape, const SmallCacheTiles& tiles) {
+  check_tiles("predict_small_cache_backward", shape, tiles, Pass::backward);
+  const int64_t m = shape.seqlen_q;
+  const int64_t n = shape.seqlen_k;
+  const int64_t d = shape.head_dim;
+  const int64_t dv = shape.head_dim_v;
+  IoCount count;
+  // D = rowsum(dO ∘ O): dO and O read once, D written.
+  count.reads += 2 * m * dv;
+  count.writes += m;
+  // P = exp(scale Q K^T - LSE): reads Q, K and LSE (m); writes P.
+  count += predict_tiled_matmul(m, d, n, tiles.scores);
+  count.reads += m;
+  // dS = P ∘ (dO V^T - D): reads dO, V, D (m) and each P tile once (m n); writes dS.
+  count += predict_tiled_matmul(m, dv, n, tiles.d_scores);
+  count.reads += m + m * n;
+  // dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO.
+  count += predict_tiled_matmul(m, n, d, tiles.dq);
+  count += predict_tiled_matmul(n, m, d, tiles.dk);
+  count += predict_tiled_matmul(n, m, dv, tiles.dv);
+  return count;
+}
+
+}  // namespace spattn::schedules

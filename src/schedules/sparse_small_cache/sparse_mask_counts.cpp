@@ -1,0 +1,148 @@
+// A mask's counts for the sparse small-cache tile choice and predictions, from its CSR alone
+// (sparse_mask_counts.hpp).
+#include "schedules/sparse_small_cache/sparse_mask_counts.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace spattn::schedules {
+
+// One pass over the rows, run by run: the runs are kept until there are more than nnz / 4 of them
+// (then the mask is unstructured and the counts walk the entries); the keys with an entry are
+// counted from the runs' coverage (+1 at a run's first key, -1 past its last).
+SparseMaskCounts::SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>& csr) : csr_(csr) {
+  const int64_t m = std::max<int64_t>(csr.num_rows, 0), n = std::max<int64_t>(csr.num_cols, 0);
+  nnz_ = csr.nnz();
+  const auto max_runs = static_cast<size_t>(nnz_ / 4);
+  bool keep_runs = true;
+  run_ptr_.reserve(static_cast<size_t>(m + 1));
+  run_ptr_.push_back(0);
+  std::vector<int64_t> coverage(static_cast<size_t>(n + 1), 0);
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t end = csr.row_ptr[i + 1];
+    if (csr.row_ptr[i] < end) ++nonempty_rows_;
+    for (int64_t p = csr.row_ptr[i]; p < end;) {
+      const int64_t first = csr.col_idx[p];
+      int64_t last = first;
+      for (++p; p < end && csr.col_idx[p] == last + 1; ++p) ++last;
+      ++coverage[static_cast<size_t>(first)];
+      --coverage[static_cast<size_t>(last + 1)];
+      if (keep_runs && run_begin_.size() == max_runs) keep_runs = false;
+      if (keep_runs) {
+        run_begin_.push_back(first);
+        run_end_.push_back(last + 1);
+      }
+    }
+    if (keep_runs) run_ptr_.push_back(static_cast<int64_t>(run_begin_.size()));
+  }
+  int64_t depth = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    depth += coverage[static_cast<size_t>(j)];
+    if (depth > 0) ++nonempty_cols_;
+  }
+  if (!keep_runs) {
+    for (auto* runs : {&run_ptr_, &run_begin_, &run_end_}) std::vector<int64_t>().swap(*runs);
+  }
+}
+
+template <typename Count>
+int64_t SparseMaskCounts::remembered(std::map<int64_t, int64_t>& memo, int64_t block, Count&& count) const {
+  {
+    std::lock_guard<std::mutex> lock(memo_mutex_);
+    const auto found = memo.find(block);
+    if (found != memo.end()) return found->second;
+  }
+  const int64_t value = count(block);  // (a race counts the same block twice, with the same result)
+  std::lock_guard<std::mutex> lock(memo_mutex_);
+  memo.emplace(block, value);
+  return value;
+}
+
+int64_t SparseMaskCounts::touched_keys(int64_t block_rows) const {
+  return remembered(touched_keys_memo_, std::max<int64_t>(block_rows, 1),
+                    [this](int64_t block) { return count_touched_keys(block); });
+}
+
+int64_t SparseMaskCounts::touched_queries(int64_t block_cols) const {
+  return remembered(touched_queries_memo_, std::max<int64_t>(block_cols, 1),
+                    [this](int64_t block) { return count_touched_queries(block); });
+}
+
+int64_t SparseMaskCounts::count_touched_keys(int64_t block_rows) const {
+  if (block_rows == 1) return nnz_;  // a row's keys are distinct
+  return uses_runs() ? touched_keys_by_runs(block_rows) : touched_keys_by_entries(block_rows);
+}
+
+// last[c] = the last row block that counted key c.
+int64_t SparseMaskCounts::touched_keys_by_entries(int64_t block_rows) const {
+  const int64_t m = csr_.num_rows;
+  std::vector<int64_t> last(static_cast<size_t>(std::max<int64_t>(csr_.num_cols, 0)), -1);
+  int64_t touched = 0;
+  for (int64_t row0 = 0, b = 0; row0 < m; row0 += block_rows, ++b) {
+    const int64_t end = csr_.row_ptr[std::min(row0 + block_rows, m)];
+    for (int64_t p = csr_.row_ptr[row0]; p < end; ++p) {
+      int64_t& seen = last[static_cast<size_t>(csr_.col_idx[p])];
+      if (seen != b) {
+        seen = b;
+        ++touched;
+      }
+    }
+  }
+  return touched;
+}
+
+// Per row block, the size of the union of its rows' runs: sorted by first key (they usually are
+// already: windows and blocks move right row by row), then merged.
+int64_t SparseMaskCounts::touched_keys_by_runs(int64_t block_rows) const {
+  const int64_t m = csr_.num_rows;
+  std::vector<std::pair<int64_t, int64_t>> block;
+  int64_t touched = 0;
+  for (int64_t row0 = 0; row0 < m; row0 += block_rows) {
+    const int64_t first = run_ptr_[static_cast<size_t>(row0)];
+    const int64_t last = run_ptr_[static_cast<size_t>(std::min(row0 + block_rows, m))];
+    block.clear();
+    for (int64_t r = first; r < last; ++r) {
+      block.emplace_back(run_begin_[static_cast<size_t>(r)], run_end_[static_cast<size_t>(r)]);
+    }
+    if (!std::is_sorted(block.begin(), block.end())) std::sort(block.begin(), block.end());
+    int64_t covered_to = -1;  // keys below this are counted
+    for (const auto& [begin, end] : block) {
+      const int64_t from = std::max(begin, covered_to);
+      if (end > from) touched += end - from;
+      covered_to = std::max(covered_to, end);
+    }
+  }
+  return touched;
+}
+
+// Per query row, the distinct blocks of block_cols keys its entries fall in.
+int64_t SparseMaskCounts::count_touched_queries(int64_t block_cols) const {
+  if (block_cols == 1) return nnz_;  // a key's query rows are distinct
+  const int64_t m = csr_.num_rows;
+  int64_t touched = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    int64_t last_block = -1;
+    if (uses_runs()) {
+      for (int64_t r = run_ptr_[static_cast<size_t>(i)]; r < run_ptr_[static_cast<size_t>(i + 1)]; ++r) {
+        const int64_t first = std::max(run_begin_[static_cast<size_t>(r)] / block_cols, last_block + 1);
+        const int64_t last = (run_end_[static_cast<size_t>(r)] - 1) / block_cols;
+        if (last >= first) touched += last - first + 1;
+        last_block = std::max(last_block, last);
+      }
+      continue;
+    }
+    // Columns increase along the row: a new block starts at the first column past the current
+    // block's end (one division per block, not per entry).
+    int64_t block_end = 0;
+    for (int64_t p = csr_.row_ptr[i]; p < csr_.row_ptr[i + 1]; ++p) {
+      const int64_t col = csr_.col_idx[p];
+      if (col >= block_end) {
+        block_end = (col / block_cols + 1) * block_cols;
+        ++touched;
+      }
+    }
+  }
+  return touched;
+}
+
+}  // namespace spattn::schedules

@@ -1,0 +1,502 @@
+// The sparse small-cache schedule's prepared mask, its tiles (the only place they are chosen) and
+// its exact I/O prediction, computed from the mask's structure. Derivations:
+// docs/sparse_small_cache.md.
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
+
+#include "schedules/common/arithmetic.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache_walk.hpp"
+
+#include <spattn/error.hpp>
+
+#include <sparse_formats/validate.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <sstream>
+
+namespace spattn::schedules {
+
+// ---- the prepared mask ------------------------------------------------------------------------
+
+SparseSmallCacheMask::SparseSmallCacheMask(const sparse_formats::CsrPatternView<int64_t>& mask) {
+  // A view cannot know its arrays' lengths: they are taken to be what the view says (nnz is read
+  // only once the shape is known to be sane).
+  const bool readable = mask.row_ptr != nullptr && mask.num_rows >= 0;
+  sparse_formats::validate(mask, mask.num_rows >= 0 ? mask.num_rows + 1 : 0,
+                           readable ? mask.nnz() : 0, "mask");
+  seqlen_q_ = mask.num_rows;
+  seqlen_k_ = mask.num_cols;
+  const int64_t nnz = mask.nnz();
+  row_ptr_.assign(mask.row_ptr, mask.row_ptr + seqlen_q_ + 1);
+  col_idx_.assign(mask.col_idx, mask.col_idx + nnz);
+  // The transpose by counting sort: keys' entries come out in increasing row order.
+  col_ptr_.assign(static_cast<size_t>(seqlen_k_ + 1), 0);
+  for (int64_t col : col_idx_) ++col_ptr_[static_cast<size_t>(col + 1)];
+  for (int64_t j = 0; j < seqlen_k_; ++j) {
+    col_ptr_[static_cast<size_t>(j + 1)] += col_ptr_[static_cast<size_t>(j)];
+  }
+  row_idx_.resize(static_cast<size_t>(nnz));
+  csr_position_.resize(static_cast<size_t>(nnz));
+  std::vector<int64_t> fill(col_ptr_.begin(), col_ptr_.end() - 1);
+  for (int64_t i = 0; i < seqlen_q_; ++i) {
+    const int64_t begin = row_ptr_[static_cast<size_t>(i)];
+    const int64_t end = row_ptr_[static_cast<size_t>(i + 1)];
+    if (begin < end) ++nonempty_rows_;
+    for (int64_t p = begin; p < end; ++p) {
+      const auto slot =
+          static_cast<size_t>(fill[static_cast<size_t>(col_idx_[static_cast<size_t>(p)])]++);
+      row_idx_[slot] = i;
+      csr_position_[slot] = p;
+    }
+  }
+  for (int64_t j = 0; j < seqlen_k_; ++j) {
+    if (col_ptr_[static_cast<size_t>(j)] < col_ptr_[static_cast<size_t>(j + 1)]) ++nonempty_cols_;
+  }
+}
+
+namespace {
+
+// Sum over blocks of `block` consecutive rows of a compressed structure of the distinct indices
+// their entries hold. last[c] = the last block that counted index c.
+int64_t touched_per_block(const std::vector<int64_t>& ptr, const std::vector<int64_t>& idx,
+                          int64_t num_cols, int64_t block) {
+  const int64_t num_rows = static_cast<int64_t>(ptr.size()) - 1;
+  std::vector<int64_t> last(static_cast<size_t>(num_cols), -1);
+  int64_t touched = 0;
+  for (int64_t row0 = 0, b = 0; row0 < num_rows; row0 += block, ++b) {
+    const int64_t end = ptr[static_cast<size_t>(std::min(row0 + block, num_rows))];
+    for (int64_t p = ptr[static_cast<size_t>(row0)]; p < end; ++p) {
+      int64_t& seen = last[static_cast<size_t>(idx[static_cast<size_t>(p)])];
+      if (seen != b) {
+        seen = b;
+        ++touched;
+      }
+    }
+  }
+  return touched;
+}
+
+}  // namespace
+
+int64_t SparseSmallCacheMask::touched_keys(int64_t block_rows) const {
+  return touched_per_block(row_ptr_, col_idx_, seqlen_k_, std::max<int64_t>(block_rows, 1));
+}
+
+int64_t SparseSmallCacheMask::touched_queries(int64_t block_cols) const {
+  return touched_per_block(col_ptr_, row_idx_, seqlen_q_, std::max<int64_t>(block_cols, 1));
+}
+
+// ---- sweeps -------------------------------------------------------------------------------------
+
+namespace sparse_small_cache_detail {
+
+SweepTraits sweep_traits(Sweep sweep) {
+  switch (sweep) {
+    case Sweep::scores: return {true, false, 2, 1};    // row max, row sum | S
+    case Sweep::output: return {false, false, 1, 1};   // LSE | S
+    case Sweep::probs: return {true, false, 1, 1};     // LSE | P
+    case Sweep::d_scores: return {true, false, 1, 2};  // D | dS, P
+    case Sweep::dq: return {false, false, 0, 1};       // | dS
+    case Sweep::dk: return {false, true, 0, 2};        // | dS, position
+    case Sweep::dv: return {false, true, 0, 2};        // | P, position
+  }
+  return {};
+}
+
+int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles) {
+  const SweepTraits traits = sweep_traits(sweep);
+  return tiles.block_rows * (tiles.chunk + kRowIndexWords + traits.row_words) + 1 +
+         tiles.block_cols * (tiles.chunk + 1) + traits.entry_words;
+}
+
+namespace {
+
+// The counts of a prepared mask, over its own CSR copy (O(nnz)).
+SparseMaskCounts counts_of(const SparseSmallCacheMask& mask) {
+  return SparseMaskCounts(sparse_formats::CsrPatternView<int64_t>{
+      mask.seqlen_q(), mask.seqlen_k(), mask.row_ptr().data(), mask.col_idx().data()});
+}
+
+int64_t sweep_width(Sweep sweep, const HeadShape& shape) {
+  switch (sweep) {
+    case Sweep::output:
+    case Sweep::d_scores:
+    case Sweep::dv: return shape.head_dim_v;
+    default: return shape.head_dim;
+  }
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The chunks of a sweep with these tiles (sweep_chunk_count, as the runs stream them).
+int64_t sweep_chunks(Sweep sweep, const HeadShape& shape, const SparseSweepTiles& tiles) {
+  return sweep_chunk_count(sweep_traits(sweep).sddmm, sweep_width(sweep, shape), tiles.chunk);
+}
+
+// The words of one sweep, given `touched` = the sum over its row blocks of the distinct B rows
+// they touch (docs/sparse_small_cache.md, "Exact words").
+SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                  const SparseSweepTiles& tiles, int64_t touched) {
+  const SweepTraits traits = sweep_traits(sweep);
+  const int64_t w = sweep_width(sweep, shape);
+  const int64_t rows = traits.transposed ? mask.seqlen_k() : mask.seqlen_q();
+  const int64_t nonempty = traits.transposed ? mask.nonempty_cols() : mask.nonempty_rows();
+  const int64_t nnz = mask.nnz();
+  const int64_t blocks = ceil_div(rows, tiles.block_rows);
+  SparseIo io;
+  const int64_t chunks = sweep_chunks(sweep, shape, tiles);
+  if (traits.sddmm) {
+    io.indices.reads = rows + blocks + chunks * nnz;  // row pointers; a column word per entry
+    io.values.reads = nonempty * w + touched * w + (chunks - 1) * nnz;  // A, B, partial sums
+    io.values.writes = chunks * nnz;                         // partial sums, then the result
+    if (sweep == Sweep::scores) io.values.writes += rows;    // LSE
+    if (sweep == Sweep::probs) io.values.reads += nonempty;  // LSE
+    if (sweep == Sweep::d_scores) io.values.reads += nonempty * w + nnz;  // O rows (for D); P
+    return io;
+  }
+  if (chunks == 0) return io;
+  // Per chunk and entry: its column (and, transposed, its CSR position) and its value.
+  io.indices.reads = rows + blocks + chunks * nnz * (traits.transposed ? 2 : 1);
+  io.values.reads = chunks * nnz + touched * w;
+  if (sweep == Sweep::output) io.values.reads += nonempty;  // LSE
+  io.values.writes = rows * w;
+  return io;
+}
+
+// touched for a sweep's row blocks (SparseMaskCounts remembers each block size's count).
+int64_t touched_of(const SparseMaskCounts& mask, bool transposed, int64_t block_rows) {
+  return transposed ? mask.touched_queries(block_rows) : mask.touched_keys(block_rows);
+}
+
+// One sweep's walk steps with these tiles (SparseSmallCacheWork::walk_steps), from per-block
+// averages: each block's entries, and its touched columns taken as spread over all the columns
+// (a window opens at a touched column and covers block_cols: about t / (1 + (block_cols - 1) t /
+// cols) windows for t touched; an overestimate where they are contiguous, as on a band).
+int64_t sweep_walk_steps(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                         const SparseSweepTiles& tiles, int64_t touched) {
+  const SweepTraits traits = sweep_traits(sweep);
+  const int64_t chunks = sweep_chunks(sweep, shape, tiles);
+  if (mask.nnz() == 0 || chunks == 0) return 0;
+  const int64_t rows = traits.transposed ? mask.seqlen_k() : mask.seqlen_q();
+  const int64_t cols = std::max<int64_t>(traits.transposed ? mask.seqlen_q() : mask.seqlen_k(), 1);
+  const int64_t blocks = ceil_div(rows, tiles.block_rows);
+  const int64_t block_rows = std::min(tiles.block_rows, rows);
+  const double entries = static_cast<double>(mask.nnz()) / static_cast<double>(blocks);
+  const double columns = static_cast<double>(touched) / static_cast<double>(blocks);
+  const double spread = 1.0 + static_cast<double>(tiles.block_cols - 1) * columns / static_cast<double>(cols);
+  const auto windows = static_cast<int64_t>(std::ceil(columns / spread));
+  const int64_t row_visits = std::min(static_cast<int64_t>(entries), block_rows * windows);
+  const int64_t per_walk = std::min(scan_steps(block_rows, windows), queue_steps(block_rows, row_visits));
+  return chunks * blocks * per_walk;
+}
+
+// One sweep's entry visits: every entry once per chunk.
+int64_t sweep_entry_visits(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                           const SparseSweepTiles& tiles) {
+  return sweep_chunks(sweep, shape, tiles) * mask.nnz();
+}
+
+// What choose_sweep minimizes for a sweep's tiles: words, or the time price of the words, the
+// entry visits and the walk (the flops are the same for every tile of a sweep).
+int64_t sweep_price(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                    const SparseSweepTiles& tiles, int64_t touched, PlanObjective objective) {
+  const int64_t words = sweep_io(sweep, shape, mask, tiles, touched).total().total();
+  if (objective == PlanObjective::words) return words;
+  SparseSmallCacheWork work;
+  work.entry_visits = sweep_entry_visits(sweep, shape, mask, tiles);
+  work.walk_steps = sweep_walk_steps(sweep, shape, mask, tiles, touched);
+  return sparse_small_cache_time_price(words, work);
+}
+
+// The column windows the time objective reserves room for (besides the 1-column window that
+// takes what the largest row block leaves).
+constexpr int64_t kReservedWindows[] = {16, 64, 256, 1024};
+
+// The tiles of one sweep with the smallest sweep_price (sparse_small_cache_tiles).
+SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                              int64_t cache_words, PlanObjective objective) {
+  const SweepTraits traits = sweep_traits(sweep);
+  const int64_t w = std::max<int64_t>(sweep_width(sweep, shape), 1);
+  const int64_t rows = std::max<int64_t>(traits.transposed ? mask.seqlen_k() : mask.seqlen_q(), 1);
+  const int64_t cols = std::max<int64_t>(traits.transposed ? mask.seqlen_q() : mask.seqlen_k(), 1);
+  SparseSweepTiles best;
+  int64_t best_price = -1;
+  // Row blocks for a chunk and a reserved window: the largest that fits; as many blocks, evenly
+  // sized (a short last block re-reads the B rows its few rows touch); the largest power of two
+  // below (masks built of aligned blocks, BigBird, random blocks). The window takes what is left.
+  const auto try_blocks = [&](int64_t chunk, int64_t window) {
+    const int64_t per_row = chunk + kRowIndexWords + traits.row_words;
+    const int64_t fixed = 1 + traits.entry_words + window * (chunk + 1);
+    if (cache_words < fixed + per_row) return;
+    const int64_t largest = std::min((cache_words - fixed) / per_row, rows);
+    int64_t power = 1;
+    while (power * 2 <= largest) power *= 2;
+    for (const int64_t block_rows : {largest, ceil_div(rows, ceil_div(rows, largest)), power}) {
+      SparseSweepTiles tiles;
+      tiles.chunk = chunk;
+      tiles.block_rows = block_rows;
+      tiles.block_cols = std::min(
+          (cache_words - 1 - traits.entry_words - block_rows * per_row) / (chunk + 1), cols);
+      const int64_t price =
+          sweep_price(sweep, shape, mask, tiles, touched_of(mask, traits.transposed, block_rows), objective);
+      // On a tie: words keeps the larger block (its choice since the start), time the smaller
+      // (evenly sized blocks split better over workers).
+      const bool tie_wins = objective == PlanObjective::words ? block_rows > best.block_rows
+                                                              : block_rows < best.block_rows;
+      if (best_price < 0 || price < best_price || (price == best_price && tie_wins)) {
+        best = tiles;
+        best_price = price;
+      }
+    }
+  };
+  int64_t previous_chunk = 0;
+  for (int64_t count = 1; count <= w; ++count) {
+    const int64_t chunk = ceil_div(w, count);  // the narrowest chunk giving `count` chunks
+    if (chunk == previous_chunk) continue;
+    previous_chunk = chunk;
+    try_blocks(chunk, 1);
+  }
+  // Wider windows at the chosen chunk only: each candidate row block costs a count of the
+  // touched columns (O(nnz) on an unstructured mask).
+  if (objective == PlanObjective::time) {
+    const int64_t chunk = best.chunk;
+    for (const int64_t window : kReservedWindows) {
+      if (window < cols) try_blocks(chunk, window);
+    }
+  }
+  return best;  // the minimum M guarantees that count = 1 (or the widest fitting chunk) fits
+}
+
+void check_shape(const char* where, const HeadShape& shape) {
+  if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
+    fail(where, ": sizes must be non-negative, got seqlen_q ", shape.seqlen_q, ", seqlen_k ",
+         shape.seqlen_k, ", head_dim ", shape.head_dim, ", head_dim_v ", shape.head_dim_v);
+  }
+}
+
+template <typename MaskLike>  // SparseSmallCacheMask or SparseMaskCounts
+void check_mask(const char* where, const HeadShape& shape, const MaskLike& mask) {
+  if (mask.seqlen_q() != shape.seqlen_q || mask.seqlen_k() != shape.seqlen_k) {
+    fail(where, ": the mask is ", mask.seqlen_q(), " x ", mask.seqlen_k(),
+         ", the problem has seqlen_q ", shape.seqlen_q, ", seqlen_k ", shape.seqlen_k);
+  }
+}
+
+constexpr Sweep kForwardSweeps[] = {Sweep::scores, Sweep::output};
+constexpr Sweep kBackwardSweeps[] = {Sweep::probs, Sweep::d_scores, Sweep::dq, Sweep::dk,
+                                     Sweep::dv};
+
+// The sweeps of a pass, in the order they run.
+struct SweepList {
+  const Sweep* first;
+  const Sweep* last;
+  const Sweep* begin() const { return first; }
+  const Sweep* end() const { return last; }
+};
+SweepList sweeps_of(Pass pass) {
+  return pass == Pass::forward ? SweepList{std::begin(kForwardSweeps), std::end(kForwardSweeps)}
+                               : SweepList{std::begin(kBackwardSweeps), std::end(kBackwardSweeps)};
+}
+
+const SparseSweepTiles& tiles_of(const SparseSmallCacheTiles& tiles, Sweep sweep) {
+  switch (sweep) {
+    case Sweep::scores: return tiles.scores;
+    case Sweep::output: return tiles.output;
+    case Sweep::probs: return tiles.probs;
+    case Sweep::d_scores: return tiles.d_scores;
+    case Sweep::dq: return tiles.dq;
+    case Sweep::dk: return tiles.dk;
+    case Sweep::dv: return tiles.dv;
+  }
+  return tiles.scores;
+}
+
+SparseSweepTiles& tiles_of(SparseSmallCacheTiles& tiles, Sweep sweep) {
+  switch (sweep) {
+    case Sweep::scores: return tiles.scores;
+    case Sweep::output: return tiles.output;
+    case Sweep::probs: return tiles.probs;
+    case Sweep::d_scores: return tiles.d_scores;
+    case Sweep::dq: return tiles.dq;
+    case Sweep::dk: return tiles.dk;
+    case Sweep::dv: return tiles.dv;
+  }
+  return tiles.scores;
+}
+
+SparseIo predict_sweeps(const HeadShape& shape, const SparseMaskCounts& mask, const SparseSmallCacheTiles& tiles) {
+  SparseIo io;
+  for (Sweep sweep : sweeps_of(tiles.pass)) io += predict_sweep(sweep, shape, mask, tiles_of(tiles, sweep));
+  return io;
+}
+
+}  // namespace
+
+SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,
+                       const SparseSweepTiles& tiles) {
+  return predict_sweep(sweep, shape, counts_of(mask), tiles);
+}
+
+SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                       const SparseSweepTiles& tiles) {
+  return sweep_io(sweep, shape, mask, tiles, touched_of(mask, sweep_traits(sweep).transposed, tiles.block_rows));
+}
+
+namespace {
+
+template <typename MaskLike>
+void check_tiles_of(const char* where, const HeadShape& shape, const MaskLike& mask,
+                    const SparseSmallCacheTiles& tiles, Pass pass) {
+  if (tiles.pass != pass) {
+    fail(where, ": tiles were chosen for the ", pass_name(tiles.pass), " pass");
+  }
+  const HeadShape& t = tiles.shape;
+  if (t.seqlen_q != shape.seqlen_q || t.seqlen_k != shape.seqlen_k ||
+      t.head_dim != shape.head_dim || t.head_dim_v != shape.head_dim_v) {
+    fail(where, ": tiles were chosen for seqlen_q ", t.seqlen_q, ", seqlen_k ", t.seqlen_k,
+         ", head_dim ", t.head_dim, ", head_dim_v ", t.head_dim_v, "; the problem has ",
+         shape.seqlen_q, ", ", shape.seqlen_k, ", ", shape.head_dim, ", ", shape.head_dim_v);
+  }
+  check_mask(where, shape, mask);
+  if (tiles.nnz != mask.nnz()) {
+    fail(where, ": tiles were chosen for a mask with ", tiles.nnz, " entries, this one has ",
+         mask.nnz());
+  }
+  const auto check = [&](Sweep sweep, const char* name) {
+    const SparseSweepTiles& s = tiles_of(tiles, sweep);
+    if (s.block_rows < 1 || s.block_cols < 1 || s.chunk < 1) {
+      fail(where, ": tiles.", name, " must be >= 1, got block_rows ", s.block_rows, ", block_cols ",
+           s.block_cols, ", chunk ", s.chunk);
+    }
+  };
+  if (pass == Pass::forward) {
+    check(Sweep::scores, "scores");
+    check(Sweep::output, "output");
+  } else {
+    check(Sweep::probs, "probs");
+    check(Sweep::d_scores, "d_scores");
+    check(Sweep::dq, "dq");
+    check(Sweep::dk, "dk");
+    check(Sweep::dv, "dv");
+  }
+}
+
+}  // namespace
+
+void check_tiles(const char* where, const HeadShape& shape, const SparseSmallCacheMask& mask,
+                 const SparseSmallCacheTiles& tiles, Pass pass) {
+  check_tiles_of(where, shape, mask, tiles, pass);
+}
+
+void check_room(const char* where, const io::FastMemory& fast, const SparseSmallCacheTiles& tiles) {
+  const int64_t needed = sparse_small_cache_fast_words(tiles);
+  const int64_t free_words = fast.capacity() - fast.resident();
+  if (needed > free_words) {
+    std::ostringstream message;
+    message << where << ": the tiles need " << needed << " words of fast memory, " << free_words
+            << " of M = " << fast.capacity()
+            << " are free (tiles chosen for M = " << tiles.cache_words << ")";
+    throw RuntimeError(message.str());
+  }
+}
+
+}  // namespace sparse_small_cache_detail
+
+using namespace sparse_small_cache_detail;
+
+// ---- the public functions -----------------------------------------------------------------------
+
+int64_t sparse_small_cache_min_cache_words(Pass pass) {
+  const SparseSweepTiles ones;
+  int64_t words = 0;
+  for (Sweep sweep : sweeps_of(pass)) words = std::max(words, sweep_fast_words(sweep, ones));
+  return words;
+}
+
+SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape,
+                                               const SparseSmallCacheMask& mask,
+                                               int64_t cache_words, Pass pass, PlanObjective objective) {
+  return sparse_small_cache_tiles(shape, counts_of(mask), cache_words, pass, objective);
+}
+
+SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const SparseMaskCounts& mask,
+                                               int64_t cache_words, Pass pass, PlanObjective objective) {
+  check_shape("sparse_small_cache_tiles", shape);
+  check_mask("sparse_small_cache_tiles", shape, mask);
+  const int64_t minimum = sparse_small_cache_min_cache_words(pass);
+  if (cache_words < minimum) {
+    fail("sparse_small_cache_tiles: fast memory M = ", cache_words,
+         " words is below the minimum of ", minimum, " words for the sparse small-cache ",
+         pass_name(pass), " (1-row blocks, 1-column windows, 1-wide chunks, their index words ",
+         "and the row statistics)");
+  }
+  SparseSmallCacheTiles tiles;
+  tiles.pass = pass;
+  tiles.shape = shape;
+  tiles.cache_words = cache_words;
+  tiles.nnz = mask.nnz();
+  for (Sweep sweep : sweeps_of(pass)) tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, objective);
+  return tiles;
+}
+
+SparseSmallCacheWork estimate_sparse_small_cache_work(const HeadShape& shape, const SparseMaskCounts& mask,
+                                                      const SparseSmallCacheTiles& tiles) {
+  check_tiles_of("estimate_sparse_small_cache_work", shape, mask, tiles, tiles.pass);
+  SparseSmallCacheWork work;
+  for (Sweep sweep : sweeps_of(tiles.pass)) {
+    const SparseSweepTiles& t = tiles_of(tiles, sweep);
+    work.entry_visits += sweep_entry_visits(sweep, shape, mask, t);
+    work.walk_steps +=
+        sweep_walk_steps(sweep, shape, mask, t, touched_of(mask, sweep_traits(sweep).transposed, t.block_rows));
+  }
+  work.flops = small_cache_flops(shape, mask.nnz(), tiles.pass);
+  return work;
+}
+
+int64_t sparse_small_cache_time_price(int64_t words, const SparseSmallCacheWork& work) {
+  const TimeRates& rates = time_rates();
+  return saturated_price(rates.word * static_cast<double>(words) +
+                         rates.small_cache_entry_visit * static_cast<double>(work.entry_visits) +
+                         rates.small_cache_walk_step * static_cast<double>(work.walk_steps) +
+                         rates.small_cache_flop * static_cast<double>(work.flops));
+}
+
+int64_t sparse_small_cache_fast_words(const SparseSmallCacheTiles& tiles) {
+  int64_t words = 0;
+  for (Sweep sweep : sweeps_of(tiles.pass)) {
+    // An SpMM with nothing to compute (width 0) allocates nothing.
+    if (sweep_traits(sweep).sddmm || sweep_width(sweep, tiles.shape) > 0) {
+      words = std::max(words, sweep_fast_words(sweep, tiles_of(tiles, sweep)));
+    }
+  }
+  return words;
+}
+
+SparseIo predict_sparse_small_cache_forward(const HeadShape& shape,
+                                            const SparseSmallCacheMask& mask,
+                                            const SparseSmallCacheTiles& tiles) {
+  check_tiles("predict_sparse_small_cache_forward", shape, mask, tiles, Pass::forward);
+  return predict_sweeps(shape, counts_of(mask), tiles);
+}
+
+SparseIo predict_sparse_small_cache_backward(const HeadShape& shape,
+                                             const SparseSmallCacheMask& mask,
+                                             const SparseSmallCacheTiles& tiles) {
+  check_tiles("predict_sparse_small_cache_backward", shape, mask, tiles, Pass::backward);
+  return predict_sweeps(shape, counts_of(mask), tiles);
+}
+
+SparseIo predict_sparse_small_cache_forward(const HeadShape& shape, const SparseMaskCounts& mask,
+                                            const SparseSmallCacheTiles& tiles) {
+  check_tiles_of("predict_sparse_small_cache_forward", shape, mask, tiles, Pass::forward);
+  return predict_sweeps(shape, mask, tiles);
+}
+
+SparseIo predict_sparse_small_cache_backward(const HeadShape& shape, const SparseMaskCounts& mask,
+                                             const SparseSmallCacheTiles& tiles) {
+  check_tiles_of("predict_sparse_small_cache_backward", shape, mask, tiles, Pass::backward);
+  return predict_sweeps(shape, mask, tiles);
+}
+
+}  // namespace spattn::schedules
