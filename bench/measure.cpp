@@ -16,6 +16,12 @@ namespace spattn::cli {
 
 namespace {
 
+// The I/O study plans, and counts, for the fewest words (spattn/plan.hpp, PlanObjective).
+Plan plan_for_words(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, Pass pass,
+                    Algorithm requested, bool search_switch = false) {
+  return plan_attention(shape, mask, cache_words, pass, requested, 1, search_switch, PlanObjective::words);
+}
+
 std::vector<float> random_values(size_t count, uint64_t seed) {
   std::vector<float> values(count);
   uint64_t state = seed;
@@ -121,7 +127,7 @@ void run_counted(Row& row, const Problem& problem, const Mask& mask, const RowRe
   const bounds::DenseShape shape{problem.seqlen(), problem.seqlen(), d, d};
   auto start = std::chrono::steady_clock::now();
   for (Pass pass : {Pass::forward, Pass::backward}) {
-    if (pass == Pass::forward ? forward : backward) plan_attention(shape, mask, request.cache_words, pass, request.requested);
+    if (pass == Pass::forward ? forward : backward) plan_for_words(shape, mask, request.cache_words, pass, request.requested);
   }
   row.plan_ms = elapsed_ms(start);
   Outputs out(problem);
@@ -244,7 +250,7 @@ Row measure_row(const Problem& problem, const Mask& mask, const RowRequest& requ
       bool first = true;
       for (Pass pass : {Pass::forward, Pass::backward}) {
         if ((pass == Pass::forward) ? request.passes == PassSet::backward : request.passes == PassSet::forward) continue;
-        const Plan plan = plan_attention(shape, mask, request.cache_words, pass, request.requested);
+        const Plan plan = plan_for_words(shape, mask, request.cache_words, pass, request.requested);
         add_pass(row, plan, pass, first);
         first = false;
       }
@@ -288,7 +294,7 @@ int64_t add_switch(std::vector<Row>& rows, size_t first, const Problem& problem,
       return row.feasible() && !(forward ? row.algorithm_forward : row.algorithm_backward).empty();
     };
     if (std::none_of(begin, rows.end(), includes)) continue;
-    const int64_t found = plan_attention(shape, mask, anchor, pass, Algorithm::automatic, 1, true).switch_cache_words;
+    const int64_t found = plan_for_words(shape, mask, anchor, pass, Algorithm::automatic, true).switch_cache_words;
     if (!forward) backward = found;
     for (auto row = begin; row != rows.end(); ++row) {
       if (!includes(*row)) continue;

@@ -1,7 +1,9 @@
-// The schedules' arithmetic (schedules/common/arithmetic.hpp), what the time objective prices: flash's
+// The schedules' arithmetic (schedules/flash/flash_flops.hpp, small_cache_flops, plan/price.hpp), what the time objective prices: flash's
 // flops over the pairs of its visited tiles and the pairs of its partial tiles, hand-counted on
 // 5 x 5 masks, and small_cache's per pair or entry.
-#include "schedules/common/arithmetic.hpp"
+#include "plan/price.hpp"
+#include "schedules/flash/flash_flops.hpp"
+#include "schedules/small_cache/small_cache.hpp"
 #include "schedules/flash/flash_mask.hpp"
 
 #include <spattn/mask.hpp>
@@ -16,6 +18,7 @@ namespace {
 using spattn::Mask;
 using spattn::Pass;
 using namespace spattn::schedules;
+using spattn::plan_detail::saturated_price;
 
 FlashMask flash_mask_of(const Mask& mask, const FlashTiles& tiles, Pass pass) {
   return build_flash_mask(mask.csr(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass);

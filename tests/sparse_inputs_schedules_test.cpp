@@ -9,6 +9,7 @@
 #include "schedules/csr_inputs/input_traffic.hpp"
 #include "schedules/small_cache/small_cache.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
+#include "plan/sparse_small_cache_tile_choice.hpp"
 
 #include "support/compare.hpp"
 #include "support/sparse_inputs_fixtures.hpp"

@@ -3,6 +3,7 @@
 // ways of counting (entries, runs of consecutive keys) agree.
 #include "schedules/sparse_small_cache/sparse_mask_counts.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
+#include "plan/sparse_small_cache_tile_choice.hpp"
 
 #include <sparse_formats/patterns.hpp>
 

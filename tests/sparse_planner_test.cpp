@@ -5,7 +5,9 @@
 
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_mask.hpp"
-#include "schedules/common/arithmetic.hpp"
+#include "plan/price.hpp"
+#include "schedules/flash/flash_flops.hpp"
+#include "plan/sparse_small_cache_tile_choice.hpp"
 #include "plan/flash_tile_choice.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 #include "support/api_problem.hpp"
@@ -26,6 +28,12 @@ using spattn::Mask;
 using spattn::Pass;
 
 namespace {
+
+// The planner's word-objective plan (the fewest words: what these I/O tests are about).
+spattn::Plan plan_words(const spattn::bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, Pass pass) {
+  return spattn::plan_attention(shape, mask, cache_words, pass, Algorithm::automatic, 1, false,
+                                spattn::PlanObjective::words);
+}
 
 std::vector<int64_t> powers_of_two(int64_t lo, int64_t hi) {
   std::vector<int64_t> sizes;
@@ -55,7 +63,7 @@ TEST(SparsePlanner, RandomMasksTrackTheSparseBoundWithinEightTimes) {
     for (int64_t n : lengths) {
       const Mask mask = Mask::from_spec("random:p=" + std::to_string(density) + ",seed=3", n, n);
       for (int64_t m : powers_of_two(4 * d, n * d)) {
-        const auto plan = spattn::plan_attention({n, n, d, d}, mask, m, Pass::backward);
+        const auto plan = plan_words({n, n, d, d}, mask, m, Pass::backward);
         ASSERT_TRUE(plan.masked);
         lo = std::min(lo, plan.ratio_to_bound);
         hi = std::max(hi, plan.ratio_to_bound);
@@ -74,7 +82,7 @@ TEST(SparsePlanner, SwitchOnRandomMasksIsNearZInputSquaredOverZqk) {
     // there, not the near-tie where both algorithms run their thinnest tiles (a few hundred words).
     const double theory = static_cast<double>(n * d) * static_cast<double>(n * d) / static_cast<double>(mask.nnz());
     const auto plan = spattn::plan_attention({n, n, d, d}, mask, static_cast<int64_t>(theory), Pass::backward,
-                                             Algorithm::automatic, 1, true);
+                                             Algorithm::automatic, 1, true, spattn::PlanObjective::words);
     ASSERT_TRUE(plan.switch_searched);
     ASSERT_GT(plan.switch_cache_words, 0) << "density " << density;
     const double ratio = static_cast<double>(plan.switch_cache_words) / plan.theoretical_switch;
@@ -93,7 +101,7 @@ TEST(SparsePlanner, StructuredMasksBeatTheWorstCaseAndThePlanSaysSo) {
   double previous_ratio = INFINITY;
   for (int64_t n : {2048, 8192, 32768}) {
     const Mask window = Mask::from_spec("sliding_window:w=16", n, n);
-    const auto plan = spattn::plan_attention({n, n, 64, 64}, window, 4096, Pass::forward);
+    const auto plan = plan_words({n, n, 64, 64}, window, 4096, Pass::forward);
     std::printf("sliding window w=16, n %lld, M 4096: ratio to the sparse bound %.3f\n", static_cast<long long>(n),
                 plan.ratio_to_bound);
     EXPECT_LT(plan.ratio_to_bound, previous_ratio);
@@ -101,11 +109,11 @@ TEST(SparsePlanner, StructuredMasksBeatTheWorstCaseAndThePlanSaysSo) {
   }
   EXPECT_LT(previous_ratio, 0.5);
   const Mask window = Mask::from_spec("sliding_window:w=16", 32768, 32768);
-  const auto plan = spattn::plan_attention({32768, 32768, 64, 64}, window, 4096, Pass::forward);
+  const auto plan = plan_words({32768, 32768, 64, 64}, window, 4096, Pass::forward);
   EXPECT_TRUE(plan.beats_worst_case);
   EXPECT_NE(plan.to_string().find("structured"), std::string::npos);
   const Mask random = Mask::from_spec("random:p=" + std::to_string(window.density()) + ",seed=2", 2048, 2048);
-  const auto unstructured = spattn::plan_attention({2048, 2048, 64, 64}, random, 4096, Pass::forward);
+  const auto unstructured = plan_words({2048, 2048, 64, 64}, random, 4096, Pass::forward);
   EXPECT_FALSE(unstructured.beats_worst_case);
   EXPECT_GT(unstructured.ratio_to_bound, 1.0);
 }
@@ -125,13 +133,13 @@ TEST(SparsePlanner, FullMasksCostNoMoreThanDenseAndNearlyFullOnesLittleMore) {
   const Mask full_as_csr = Mask::from_csr(sparse_formats::full_pattern<int64_t>(n, n));
   ASSERT_TRUE(full_as_csr.is_full());
   for (Pass pass : {Pass::forward, Pass::backward}) {
-    EXPECT_EQ(spattn::plan_attention({n, n, d, d}, full_as_csr, 4096, pass).total(),
+    EXPECT_EQ(plan_words({n, n, d, d}, full_as_csr, 4096, pass).total(),
               spattn::plan_dense({n, n, d, d}, 4096, pass).total());
   }
   for (int64_t m : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
     for (Pass pass : {Pass::forward, Pass::backward}) {
       const auto dense = spattn::plan_dense({n, n, d, d}, m, pass);
-      const auto sparse = spattn::plan_attention({n, n, d, d}, almost_full, m, pass);
+      const auto sparse = plan_words({n, n, d, d}, almost_full, m, pass);
       for (const auto& [name, dense_cost, sparse_cost] :
            {std::tuple<const char*, spattn::AlgorithmCost, spattn::AlgorithmCost>{"flash", dense.flash, sparse.flash},
             {"small_cache", dense.small_cache, sparse.small_cache}}) {
@@ -165,7 +173,7 @@ TEST(SparsePlanner, BandMasksGetSmallerFlashTilesAndAutoStillRunsFlash) {
       EXPECT_EQ(plan.objective, spattn::PlanObjective::time);
       EXPECT_EQ(plan.algorithm, Algorithm::flash);
       EXPECT_LT(2 * plan.flash.time_price, plan.small_cache.time_price);
-      const auto fewest_words = spattn::plan_attention({n, n, d, d}, window, m, pass);
+      const auto fewest_words = plan_words({n, n, d, d}, window, m, pass);
       EXPECT_EQ(more_words, plan.flash.total() > fewest_words.small_cache.total());
       EXPECT_EQ(fewest_words.objective, spattn::PlanObjective::words);
       EXPECT_EQ(fewest_words.algorithm, Algorithm::flash);
@@ -239,7 +247,7 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
     EXPECT_EQ(plan.flash.partial_pairs, partial);
     const spattn::TimeRates& rates = spattn::time_rates();
     EXPECT_EQ(plan.flash.time_price,
-              spattn::schedules::saturated_price(rates.word * static_cast<double>(plan.flash.total()) +
+              spattn::plan_detail::saturated_price(rates.word * static_cast<double>(plan.flash.total()) +
                                                  static_cast<double>(plan.flash.flops) +
                                                  rates.flash_partial_pair * static_cast<double>(partial)));
     EXPECT_EQ(plan.small_cache.entry_visits, work.entry_visits);
@@ -249,7 +257,7 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
     EXPECT_GE(plan.flash.flops, flash_per_pair * mask.nnz());
     EXPECT_LE(plan.flash.flops, flash_per_pair * n * n);
     EXPECT_EQ(plan.algorithm, plan.flash.time_price <= plan.small_cache.time_price ? Algorithm::flash : Algorithm::small_cache);
-    const auto full = spattn::plan_attention({n, n, d, d}, Mask::full(n, n), 4000, pass);
+    const auto full = plan_words({n, n, d, d}, Mask::full(n, n), 4000, pass);
     EXPECT_EQ(full.flash.flops, flash_per_pair * n * n);
     EXPECT_EQ(full.small_cache.flops, per_entry * n * n);
   }
@@ -271,7 +279,7 @@ TEST(SparsePlanner, TimeObjectiveRunsSmallCacheOnSparseRandomMasksAndFlashOnBloc
     const Mask mask = Mask::from_spec(spec, n, n);
     for (const Pass pass : {Pass::forward, Pass::backward}) {
       SCOPED_TRACE(spec + ", d " + std::to_string(d) + ", " + spattn::pass_name(pass));
-      const auto words = spattn::plan_attention({n, n, d, d}, mask, m, pass);
+      const auto words = plan_words({n, n, d, d}, mask, m, pass);
       const auto time = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1, false,
                                                spattn::PlanObjective::time);
       if (spec.rfind("random:", 0) == 0) {

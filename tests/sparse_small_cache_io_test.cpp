@@ -4,6 +4,7 @@
 // peak residency is the predicted one and within M; the predicted I/O grows like sqrt(density) on
 // uniform random masks; and its ratio to the sparse lower bound is reported.
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
+#include "plan/sparse_small_cache_tile_choice.hpp"
 
 #include <spattn/bounds.hpp>
 

@@ -3,6 +3,7 @@
 // empty rows, rectangular shapes, sequence lengths 1, 7, 97, 257 and fast-memory sizes from the
 // minimum up; native runs bit-identical to counted ones; validation messages.
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
+#include "plan/sparse_small_cache_tile_choice.hpp"
 
 #include "support/compare.hpp"
 

@@ -2,7 +2,8 @@
 // price reads (hand-counted) and the tile choice that minimizes the price (never above the fewest
 // words' tiles' price, wider windows on random masks). Runs with those tiles:
 // sparse_small_cache_test.cpp (TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits).
-#include "schedules/common/arithmetic.hpp"
+#include "plan/price.hpp"
+#include "plan/sparse_small_cache_tile_choice.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include <sparse_formats/convert.hpp>
@@ -77,7 +78,7 @@ TEST(SparseSmallCacheTime, WorkIsHandCountedOnTheDiagonal) {
     const spattn::TimeRates& r = spattn::time_rates();
     const double visits = pass == Pass::forward ? 8 : 20, steps = 2 * visits, flops = 4 * visits;
     EXPECT_EQ(sparse_small_cache_time_price(100, narrow),
-              spattn::schedules::saturated_price(r.word * 100 + r.small_cache_entry_visit * visits +
+              spattn::plan_detail::saturated_price(r.word * 100 + r.small_cache_entry_visit * visits +
                                                  r.small_cache_walk_step * steps + r.small_cache_flop * flops));
   }
   // An empty mask does no work but the tiles'.

@@ -49,6 +49,29 @@ struct AttentionOptions {
   PlanObjective objective = PlanObjective::time;
 };
 
+// The shapes of one call, for a preview: q is (batch, heads, seqlen_q, head_dim), k
+// (batch, kv_heads, seqlen_k, head_dim), v (batch, kv_heads, seqlen_k, head_dim_v).
+struct AttentionShape {
+  int64_t batch = 1;
+  int64_t heads = 1;
+  int64_t kv_heads = 1;  // heads must be a multiple of it
+  int64_t seqlen_q = 0;
+  int64_t seqlen_k = 0;
+  int64_t head_dim = 0;
+  int64_t head_dim_v = 0;  // 0: head_dim
+};
+
+// The plan attention_forward (pass forward) or attention_backward (pass backward) runs for tensors
+// of `shape` with the same mask (full when omitted; one for all heads, or one per query head) and
+// the same options: equal (operator==) to the plan the call returns, tiles and prepared mask
+// structures included. Validates the shape, the masks and M as the call does (messages name
+// plan_attention); reads no tensor and runs nothing. options.ledger, threads and scale do not
+// change a plan.
+Plan plan_attention(const AttentionShape& shape, Pass pass, const AttentionOptions& options);
+Plan plan_attention(const AttentionShape& shape, const Mask& mask, Pass pass, const AttentionOptions& options);
+Plan plan_attention(const AttentionShape& shape, const std::vector<Mask>& masks, Pass pass,
+                    const AttentionOptions& options);
+
 // The fast-memory size used when none is given: four times this machine's per-core L1 data
 // cache, at most half the per-core L2, in fp32 words (sizes from sysconf, else /sys); 49152 words
 // when the L1d is unknown. 49152 on a core with a 48 KiB L1d and a 2 MiB L2. Why 4 x L1d rather
@@ -56,8 +79,8 @@ struct AttentionOptions {
 int64_t default_cache_words();
 
 // o: (batch, heads, seqlen_q, head_dim_v); lse: (batch, heads, seqlen_q, 1).
-// Returns the plan that ran (for Algorithm::reference, a plan of the automatic choice, for
-// reporting only).
+// Returns the plan that ran, as plan_attention previews it (for Algorithm::reference, a plan of the
+// automatic choice, for reporting only).
 Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
                        TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
                        const AttentionOptions& options);

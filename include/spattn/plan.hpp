@@ -1,7 +1,7 @@
-// The planner: for given shapes and fast-memory size M, predict each algorithm's I/O exactly
-// (closed form, proven equal to the counted I/O by the tests), pick the cheaper, and say how it
-// compares with the lower bound. It is the only place tile sizes are chosen (through the
-// schedules' tile functions). A Plan is a printable struct.
+// The planner: for given shapes, masks and fast-memory size M, predict each algorithm's I/O exactly
+// (closed form; the tests prove it equal to the counted I/O), choose the algorithm and its tiles,
+// and say how the choice compares with the lower bound. It is the only place choices are made:
+// a Plan carries what runs (Plan::run), the API runs exactly that, and a Plan prints as a report.
 #pragma once
 
 #include <spattn/bounds.hpp>
@@ -9,6 +9,7 @@
 #include <spattn/mask.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace spattn {
@@ -27,35 +28,26 @@ enum class Pass { forward, backward };
 const char* pass_name(Pass pass);  // "forward" / "backward"
 
 // What a plan minimizes for a mask (a full mask is planned the same under both):
-//   words: the words moved. Flash's tiles are flash_tiles()' (the outer tile as large as M
-//          allows) and auto runs the algorithm predicted to move fewer words. The I/O study's
-//          choice: spattn run, sweep and plan, and plan_attention by default.
-//   time:  native speed, the API's default. Flash's tiles minimize words + flops / 16 over the
-//          pairs the visited tiles compute (docs/block_sparse.md,
-//          "Tile choice for a mask"): smaller tiles on banded masks, fewer wasted pairs, 1.3x to 2x
-//          faster on windows, documents and BigBird, up to 3.4x more words. small_cache's tiles
-//          over a mask minimize its time price, which gives its walks wide column windows and
-//          often the whole head_dim in one chunk (2x to 5x faster on random masks, 1x to 3.5x
-//          the words). Auto runs the algorithm with
-//          the smaller AlgorithmCost::time_price (below): words and work in one currency
-//          (docs/api.md, "Words or time"; docs/results.md section 4).
+//   time:  native speed, the default everywhere (the API and plan_attention). Flash's tiles over
+//          a mask minimize words + flops / 16 over the pairs its visited tiles compute;
+//          small_cache's tiles minimize its time price (wide column windows, few chunks); auto
+//          runs the algorithm with the smaller AlgorithmCost::time_price: words and work in one
+//          currency (docs/api.md, "Words or time").
+//   words: the fewest words moved. Flash's tiles are flash_tiles()' (the outer tile as large as M
+//          allows) and auto runs the algorithm predicted to move fewer words: the I/O study's
+//          choice (spattn run, sweep and plan).
 enum class PlanObjective { words, time };
 const char* plan_objective_name(PlanObjective objective);  // "words" / "time"
 PlanObjective parse_plan_objective(const std::string& name);
 
 // The exchange rates of PlanObjective::time, in flops of flash's kernels. A word moved costs
-// `word`. Flash's price adds its flops and `flash_partial_pair` per pair of its partial tiles
-// (those apply the tile's mask bits pair by pair: on a uniform random mask every tile is partial,
-// and flash ran 2x to 3x slower per flop there than on causal or BigBird masks). The
-// density-adaptive small_cache walks the mask entry by entry where flash runs register-blocked
-// tiles, so its run is priced by what it does (schedules::estimate_sparse_small_cache_work): each
-// entry visit (an entry in one chunk: its index and value words, a 16- to 128-wide dot or axpy)
-// costs `small_cache_entry_visit`, each walk step (a row checked by a scan, a heap step of a
-// queue) `small_cache_walk_step`, and each of its flops `small_cache_flop`. Fitted by least
-// squares (relative error) to single-thread runs of both algorithms over uniform random masks of
-// density 0.002 to 0.2, windows, dilated windows, BigBird, documents, random blocks and causal at
-// n 1024 to 4096, d 64 and 128 (scripts/fit_time_rates.py; docs/results.md section 4, "Wide
-// windows and a work price" and "Rates per machine").
+// `word`. Flash's price adds its flops and `flash_partial_pair` per pair of its partial tiles (they
+// apply the tile's mask bits pair by pair). The density-adaptive small_cache walks the mask entry
+// by entry, so its run is priced by what it does: each entry visit (an entry in one chunk: its
+// index and value words, a 16- to 128-wide dot or axpy) costs `small_cache_entry_visit`, each walk
+// step (a row checked by a scan, a heap step of a queue) `small_cache_walk_step`, and each of its
+// flops `small_cache_flop`. Fitted by least squares to single-thread runs of both algorithms
+// (scripts/fit_time_rates.py; docs/results.md gives the fit).
 struct TimeRates {
   double word = 0.0;
   double flash_partial_pair = 0.0;
@@ -66,11 +58,10 @@ struct TimeRates {
 };
 // The rates this process plans with, decided on first use: SPATTN_TIME_RATES when set (e.g.
 // "word=26,partial_pair=69,entry_visit=650,walk_step=715,small_cache_flop=3", as
-// scripts/fit_time_rates.py prints them for this machine; a rate left out keeps the built-in
-// value; InvalidArgument naming the entry when one is unknown, not a number or negative), else
-// the set fitted for the flash kernels this CPU runs (avx512 on a Sapphire Rapids Xeon, avx2 and
-// portable on a Zen 3 EPYC): a vector unit half as wide doubles the time of a flop, not of a walk
-// step, so one set cannot serve both.
+// scripts/fit_time_rates.py prints them for a machine; a rate left out keeps the built-in value;
+// InvalidArgument naming the entry when one is unknown, not a number or negative), else the set
+// fitted for the flash kernels this CPU runs (avx512, or avx2 and portable): a vector unit half
+// as wide doubles the time of a flop, not of a walk step, so one set cannot serve both.
 const TimeRates& time_rates();
 
 // One algorithm's prediction for one head.
@@ -98,6 +89,10 @@ struct AlgorithmCost {
   int64_t total() const { return reads + writes; }
 };
 
+namespace detail {
+struct PlannedRun;
+}
+
 struct Plan {
   Pass pass = Pass::forward;
   bounds::DenseShape shape;     // per head
@@ -109,7 +104,7 @@ struct Plan {
   int64_t cache_words = 0;      // M
   Algorithm requested = Algorithm::automatic;
   Algorithm algorithm = Algorithm::flash;  // what runs: requested, or the cheaper when automatic
-  PlanObjective objective = PlanObjective::words;  // how the tiles and auto's choice were made over the mask
+  PlanObjective objective = PlanObjective::time;  // how the tiles and auto's choice were made over the mask
   AlgorithmCost flash;          // per head
   AlgorithmCost small_cache;    // per head
   int64_t reads = 0;            // predicted, all heads, for `algorithm`
@@ -145,9 +140,19 @@ struct Plan {
   double theoretical_switch = 0.0;   // d^2 dense; Z_input^2 / Z_QK masked
   bool beats_worst_case = false;     // masked and ratio_to_bound < 1
 
+  // What runs: for each group of query heads (heads sharing one mask), the algorithm, its typed
+  // tiles and the prepared mask structures they walk (src/plan/planned_run.hpp). Set by the
+  // planner; the runners only read it.
+  std::shared_ptr<const detail::PlannedRun> run;
+
   int64_t total() const { return reads + writes; }
   std::string to_string() const;  // a few aligned lines
 };
+
+// Every reported field equal and the same run: the same groups of heads, algorithm, tiles and
+// prepared structures. A previewed plan equals the plan the call then returns.
+bool operator==(const Plan& a, const Plan& b);
+bool operator!=(const Plan& a, const Plan& b);
 
 // Auto's choice between two predictions (feasible or not; at least one feasible): the feasible
 // one, or by the objective above (masked: the problem has a mask other than full): the fewer
@@ -161,10 +166,13 @@ Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& smal
 // searched only when search_switch is set (it re-predicts at about 40 sizes: O(40 nnz) for a
 // sparse mask); a full mask always gets it, searched once per (seqlen_q, seqlen_k, head_dim,
 // head_dim_v, pass) and kept (thread-safe).
-// `objective`: what the tiles over a mask and auto's choice minimize (above).
+// `objective`: what the tiles over a mask and auto's choice minimize (above; time by default, as
+// the API runs). The run's heads are 0 .. num_heads - 1 in one group; a whole call's plan, with
+// batch, grouped-query heads and per-head masks, is previewed by spattn/attention.hpp's
+// plan_attention(AttentionShape, ...).
 Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
                     Pass pass, Algorithm requested = Algorithm::automatic, int64_t num_heads = 1,
-                    bool search_switch = false, PlanObjective objective = PlanObjective::words);
+                    bool search_switch = false, PlanObjective objective = PlanObjective::time);
 
 // Plans a dense (full-mask) head problem. Throws InvalidArgument for negative sizes, M < 1, or a
 // requested algorithm whose minimum M is above cache_words (stating the minimum), and when

@@ -1,16 +1,18 @@
-// The public attention entry points: validate once (checks.hpp), plan every head over its mask
-// (head_masks.hpp), then run each mask's heads on a team of workers (head_runner.hpp). Grouped-
-// query attention points every query head's K, V at its kv head; in the backward, each query
-// head's dK, dV is computed apart and the group's are added up afterwards (kv_reduction.hpp).
+// The public attention entry points: validate once (checks.hpp), plan the call
+// (plan/planner.hpp; plan_attention previews the same), then run each group of the plan's heads
+// on a team of workers (head_runner.hpp). Grouped-query attention points every query head's K, V
+// at its kv head; in the backward, each query head's dK, dV is computed apart and the group's
+// are added up afterwards (kv_reduction.hpp).
 #include <spattn/attention.hpp>
 
 #include "api/checks.hpp"
-#include "api/head_masks.hpp"
 #include "api/head_runner.hpp"
 #include "api/head_views.hpp"
 #include "api/kv_reduction.hpp"
 #include "api/reference_path.hpp"
 #include "cpu/workers.hpp"
+#include "plan/planned_run.hpp"
+#include "plan/planner.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -31,25 +33,25 @@ Mask full_mask(const TensorView<const float>& q, const TensorView<const float>& 
   return Mask::full(std::max<int64_t>(q.seqlen(), 0), std::max<int64_t>(k.seqlen(), 0));
 }
 
-struct RunSettings {
-  Pass pass;
-  int64_t cache_words;
-  int threads;
-  io::Ledger* ledger;
-};
+// The one place a call is planned: attention_forward / attention_backward and plan_attention.
+Plan plan_call(const bounds::DenseShape& shape, const plan_detail::CallHeads& heads, const std::vector<Mask>& masks,
+               Pass pass, int64_t cache_words, const AttentionOptions& options) {
+  return plan_detail::plan_dense_inputs(shape, masks, heads, cache_words, pass, options.algorithm, options.objective);
+}
 
-// Runs every mask group's heads, of every batch entry, with the group's plan; problem(b, h) is
-// head (b, h)'s problem.
+plan_detail::CallHeads call_heads(const TensorView<const float>& q, const TensorView<const float>& k) {
+  return {q.batch(), q.heads(), k.heads()};
+}
+
+// Runs every group of the plan, every batch entry of its heads; problem(b, h) is head (b, h)'s.
 template <typename Problem, typename MakeProblem>
-void run_groups(const HeadsPlan& planned, int64_t batch, const RunSettings& run, MakeProblem&& problem) {
-  for (const MaskGroup& mask_group : planned.groups) {
-    const HeadRunner runner(mask_group.plan.algorithm, mask_group.plan.shape, mask_group.mask, run.cache_words,
-                            run.pass, run.threads, mask_group.plan.objective);
+void run_groups(const Plan& plan, int64_t batch, int threads, io::Ledger* ledger, MakeProblem&& problem) {
+  for (const detail::PlannedGroup& group : plan.run->groups) {
     std::vector<Problem> heads;
     for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t h : mask_group.heads) heads.push_back(problem(b, h));
+      for (int64_t h : group.heads) heads.push_back(problem(b, h));
     }
-    runner.run(heads, run.ledger);
+    HeadRunner(group, plan.run->cache_words, threads).run(heads, ledger);
   }
 }
 
@@ -65,21 +67,18 @@ Plan forward(TensorView<const float> q, TensorView<const float> k, TensorView<co
   const double scale = resolve_scale(where, options, q.head_dim());
   const int64_t cache_words = resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
-  const HeadsPlan planned =
-      plan_heads(shape, masks, q.batch(), q.heads(), cache_words, Pass::forward, options.algorithm,
-                 options.objective);
+  const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::forward, cache_words, options);
 
   if (options.algorithm == Algorithm::reference) {
     reference_forward(q, k, v, o, lse, masks, scale);
-    return planned.plan;
+    return plan;
   }
   const int64_t group = group_size(q, k);
-  const RunSettings run{Pass::forward, cache_words, threads, options.ledger};
-  run_groups<schedules::HeadForward>(planned, q.batch(), run, [&](int64_t b, int64_t h) {
+  run_groups<schedules::HeadForward>(plan, q.batch(), threads, options.ledger, [&](int64_t b, int64_t h) {
     return schedules::HeadForward{head_matrix(q, b, h), head_matrix(k, b, h / group), head_matrix(v, b, h / group),
                                   head_matrix(o, b, h), head_matrix(lse, b, h), static_cast<float>(scale)};
   });
-  return planned.plan;
+  return plan;
 }
 
 Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
@@ -100,22 +99,18 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
   const double scale = resolve_scale(where, options, q.head_dim());
   const int64_t cache_words = resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
-  HeadsPlan planned = plan_heads(shape, masks, q.batch(), q.heads(), cache_words, Pass::backward, options.algorithm,
-                                 options.objective);
+  const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::backward, cache_words, options);
 
   if (options.algorithm == Algorithm::reference) {
     reference_backward(q, k, v, d_o, dq, dk, dv, masks, scale);
-    return planned.plan;
+    return plan;
   }
   const int64_t group = group_size(q, k);
   KvGradientSlots gradients(dk, dv, q.heads(), group);
   const std::vector<KvSum> sums = gradients.sums();
-  const KvSumWords sum_words = predict_kv_sums(sums);
-  add_kv_sum_words(planned.plan, sum_words.reads, sum_words.writes);
   // Slow-memory scratch for D, one column per head (the heads run at the same time).
   std::vector<float> delta(static_cast<size_t>(q.batch() * q.heads() * q.seqlen()));
-  const RunSettings run{Pass::backward, cache_words, threads, options.ledger};
-  run_groups<schedules::HeadBackward>(planned, q.batch(), run, [&](int64_t b, int64_t h) {
+  run_groups<schedules::HeadBackward>(plan, q.batch(), threads, options.ledger, [&](int64_t b, int64_t h) {
     float* head_delta = delta.data() + static_cast<size_t>((b * q.heads() + h) * q.seqlen());
     return schedules::HeadBackward{head_matrix(q, b, h), head_matrix(k, b, h / group), head_matrix(v, b, h / group),
                                    head_matrix(o, b, h), head_matrix(lse, b, h), head_matrix(d_o, b, h),
@@ -123,10 +118,33 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
                                    gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)};
   });
   sum_kv_gradients(sums, cache_words, threads, options.ledger);
-  return planned.plan;
+  return plan;
+}
+
+Plan preview(const AttentionShape& call, const std::vector<Mask>& masks, bool per_head, Pass pass,
+             const AttentionOptions& options) {
+  const char* where = "plan_attention";
+  const bounds::DenseShape shape = check_shape(where, call);
+  check_masks(where, masks, per_head, call.heads, call.seqlen_q, call.seqlen_k);
+  const int64_t cache_words = resolve_cache(where, options);
+  return plan_call(shape, {call.batch, call.heads, call.kv_heads}, masks, pass, cache_words, options);
 }
 
 }  // namespace
+
+Plan plan_attention(const AttentionShape& shape, Pass pass, const AttentionOptions& options) {
+  return preview(shape, {Mask::full(std::max<int64_t>(shape.seqlen_q, 0), std::max<int64_t>(shape.seqlen_k, 0))},
+                 false, pass, options);
+}
+
+Plan plan_attention(const AttentionShape& shape, const Mask& mask, Pass pass, const AttentionOptions& options) {
+  return preview(shape, {mask}, false, pass, options);
+}
+
+Plan plan_attention(const AttentionShape& shape, const std::vector<Mask>& masks, Pass pass,
+                    const AttentionOptions& options) {
+  return preview(shape, masks, true, pass, options);
+}
 
 Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
                        TensorView<const float> v, TensorView<float> o, TensorView<float> lse,

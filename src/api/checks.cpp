@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace spattn::api_detail {
 
@@ -91,20 +92,38 @@ void check_gradient(const char* where, const char* name, const TensorView<float>
   }
 }
 
-void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head,
-                 const TensorView<const float>& q, const TensorView<const float>& k) {
-  if (per_head && static_cast<int64_t>(masks.size()) != q.heads()) {
-    fail(where, ": masks has ", masks.size(), " masks, q has ", q.heads(),
-         " heads (one mask per query head)");
+void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head, int64_t heads,
+                 int64_t seqlen_q, int64_t seqlen_k) {
+  if (per_head && static_cast<int64_t>(masks.size()) != heads) {
+    fail(where, ": masks has ", masks.size(), " masks, q has ", heads, " heads (one mask per query head)");
   }
   for (size_t h = 0; h < masks.size(); ++h) {
     const Mask& mask = masks[h];
-    if (mask.seqlen_q() != q.seqlen() || mask.seqlen_k() != k.seqlen()) {
+    if (mask.seqlen_q() != seqlen_q || mask.seqlen_k() != seqlen_k) {
       const std::string name = per_head ? "masks[" + std::to_string(h) + "]" : std::string("mask");
-      fail(where, ": ", name, " is ", mask.seqlen_q(), " x ", mask.seqlen_k(), ", but q has seqlen ",
-           q.seqlen(), " and k has seqlen ", k.seqlen());
+      fail(where, ": ", name, " is ", mask.seqlen_q(), " x ", mask.seqlen_k(), ", but q has seqlen ", seqlen_q,
+           " and k has seqlen ", seqlen_k);
     }
   }
+}
+
+void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head,
+                 const TensorView<const float>& q, const TensorView<const float>& k) {
+  check_masks(where, masks, per_head, q.heads(), q.seqlen(), k.seqlen());
+}
+
+bounds::DenseShape check_shape(const char* where, const AttentionShape& shape) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"batch", shape.batch},       {"heads", shape.heads},       {"kv_heads", shape.kv_heads},
+      {"seqlen_q", shape.seqlen_q}, {"seqlen_k", shape.seqlen_k}, {"head_dim", shape.head_dim},
+      {"head_dim_v", shape.head_dim_v}};
+  for (const auto& [name, size] : sizes) {
+    if (size < 0) fail(where, ": ", name, " = ", size, " must be >= 0");
+  }
+  if (shape.kv_heads == 0 ? shape.heads != 0 : shape.heads % shape.kv_heads != 0) {
+    fail(where, ": q has ", shape.heads, " heads, not a multiple of k's ", shape.kv_heads, " heads");
+  }
+  return {shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v > 0 ? shape.head_dim_v : shape.head_dim};
 }
 
 double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim) {

@@ -34,6 +34,12 @@ void check_gradient(const char* where, const char* name, const TensorView<float>
 // "masks[h]"): each seqlen_q x seqlen_k.
 void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head,
                  const TensorView<const float>& q, const TensorView<const float>& k);
+void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head, int64_t heads,
+                 int64_t seqlen_q, int64_t seqlen_k);
+
+// A previewed call's shape (plan_attention): no negative size, heads a multiple of kv_heads, the
+// messages of check_qkv. Returns the per-head shape (head_dim_v 0 taken as head_dim).
+bounds::DenseShape check_shape(const char* where, const AttentionShape& shape);
 
 double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim);
 int64_t resolve_cache(const char* where, const AttentionOptions& options);

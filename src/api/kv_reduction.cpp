@@ -67,16 +67,6 @@ io::SlowMatrix<float> KvGradientSlots::slot(const TensorView<float>& out, std::v
   return io::SlowMatrix<float>::dense(scratch.data() + index * size, out.seqlen(), out.head_dim());
 }
 
-KvSumWords predict_kv_sums(const std::vector<KvSum>& sums) {
-  KvSumWords words;
-  for (const KvSum& sum : sums) {
-    const int64_t size = sum.dst.rows() * sum.dst.cols();
-    words.reads += (1 + static_cast<int64_t>(sum.parts.size())) * size;
-    words.writes += size;
-  }
-  return words;
-}
-
 void sum_kv_gradients(const std::vector<KvSum>& sums, int64_t cache_words, int threads, io::Ledger* ledger) {
   if (cache_words < 2) fail("grouped-query dK/dV sum: M = ", cache_words, " words, needs at least 2");
   // Items: (sum, tile) pairs in order; each sum has its own tile grid (dK and dV differ in width).

@@ -2,7 +2,7 @@
 // its group. The backward schedules compute one query head's dK, dV each (the first head of a
 // group into the caller's dk / dv, the others into slow-memory scratch); this adds them up, in
 // the group's head order, through fast memory, so the words are counted and predicted like every
-// other move:
+// other move (plan/planner.hpp, add_kv_sums, predicts them):
 //
 //   per kv head and gradient of width w (d for dK, e for dV):
 //     reads  group * seqlen_k * w     the first head's partial (in dk / dv) and the others'
@@ -48,13 +48,6 @@ class KvGradientSlots {
   int64_t extra_;  // query heads per batch entry that write scratch
   std::vector<float> dk_scratch_, dv_scratch_;
 };
-
-// The words sum_kv_gradients moves for `sums` (exact).
-struct KvSumWords {
-  int64_t reads = 0;
-  int64_t writes = 0;
-};
-KvSumWords predict_kv_sums(const std::vector<KvSum>& sums);
 
 // Runs the sums on `threads` workers with fast memories of cache_words words (at least 2),
 // counting into `ledger` when set.

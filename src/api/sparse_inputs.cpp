@@ -5,13 +5,15 @@
 #include <spattn/sparse_inputs.hpp>
 
 #include "api/checks.hpp"
-#include "api/head_masks.hpp"
 #include "api/head_runner.hpp"
 #include "api/head_views.hpp"
 #include "api/kv_reduction.hpp"
 #include "api/sparse_inputs_detail.hpp"
 #include "cpu/workers.hpp"
+#include "plan/planned_run.hpp"
+#include "plan/planner.hpp"
 #include "reference/csr_input_check.hpp"
+#include "schedules/csr_inputs/input_views.hpp"
 
 #include <spattn/error.hpp>
 #include <spattn/reference.hpp>
@@ -128,13 +130,6 @@ void check_masks(const char* where, const std::vector<Mask>& masks, bool per_hea
   api_detail::check_masks(where, masks, per_head, q, k);
 }
 
-SlowMatrix<const float> slow_matrix(const AttentionInput& input) {
-  if (input.is_csr()) return SlowMatrix<const float>::csr(input.csr_view());
-  const auto& t = input.dense_view();
-  return SlowMatrix<const float>(t.seqlen() > 0 ? t.row(0, 0, 0) : t.data, t.seqlen(), t.head_dim(),
-                                 t.stride[2], t.stride[3]);
-}
-
 }  // namespace sparse_inputs_detail
 
 namespace {
@@ -144,7 +139,7 @@ using sparse_inputs_detail::check_inputs;
 using sparse_inputs_detail::check_masks;
 using sparse_inputs_detail::check_tensor;
 using sparse_inputs_detail::head_mask;
-using sparse_inputs_detail::slow_matrix;
+using schedules::slow_matrix;
 
 // Head (b, h) of a rank-4 tensor as a (1, 1, seqlen, dim) view.
 template <typename T>
@@ -189,10 +184,6 @@ void copy_out(const std::vector<double>& from, const TensorView<float>& to, int6
   }
 }
 
-Algorithm planned_algorithm(const AttentionOptions& options) {
-  return options.algorithm == Algorithm::reference ? Algorithm::automatic : options.algorithm;
-}
-
 // The fp64 reference, head by head on the densified inputs; dK and dV summed over each group.
 void reference_forward(const MultiHeadInputs& in, const TensorView<float>& o, const TensorView<float>& lse,
                        const std::vector<Mask>& masks, double scale) {
@@ -230,18 +221,16 @@ void reference_backward(const MultiHeadInputs& in, const TensorView<const float>
   }
 }
 
-// Runs every (batch, query head) problem, problem(b, h, its inputs), with the plan's algorithm,
-// each mask's heads together.
+// Runs every group of the plan, every batch entry of its heads: problem(b, h, its inputs).
 template <typename Problem, typename MakeProblem>
-void run_heads(const Plan& plan, const MultiHeadInputs& inputs, const std::vector<Mask>& masks, int64_t cache_words,
-               int threads, io::Ledger* ledger, MakeProblem&& problem) {
-  for (const api_detail::MaskGroup& group : api_detail::group_heads(masks, inputs.heads)) {
+void run_heads(const Plan& plan, const MultiHeadInputs& inputs, int threads, io::Ledger* ledger,
+               MakeProblem&& problem) {
+  for (const detail::PlannedGroup& group : plan.run->groups) {
     std::vector<Problem> problems;
     for (int64_t b = 0; b < inputs.batch; ++b) {
       for (const int64_t h : group.heads) problems.push_back(problem(b, h, inputs.head(b, h)));
     }
-    api_detail::HeadRunner(plan.algorithm, plan.shape, group.mask, cache_words, plan.pass, threads, PlanObjective::words)
-        .run(problems, ledger);
+    api_detail::HeadRunner(group, plan.run->cache_words, threads).run(problems, ledger);
   }
 }
 
@@ -256,8 +245,7 @@ Plan forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<floa
   const double scale = api_detail::resolve_scale(where, options, shape.head_dim);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
-  const Plan plan = sparse_inputs_detail::plan_heads(shape, inputs, masks, cache_words, Pass::forward,
-                                                     planned_algorithm(options));
+  const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words, Pass::forward, options.algorithm);
 
   if (options.algorithm == Algorithm::reference) {
     reference_forward(inputs, o, lse, masks, scale);
@@ -267,7 +255,7 @@ Plan forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<floa
     return schedules::HeadForward{slow_matrix(head.q), slow_matrix(head.k), slow_matrix(head.v),
                                   head_matrix(o, b, h), head_matrix(lse, b, h), static_cast<float>(scale)};
   };
-  run_heads<schedules::HeadForward>(plan, inputs, masks, cache_words, threads, options.ledger, problem);
+  run_heads<schedules::HeadForward>(plan, inputs, threads, options.ledger, problem);
   return plan;
 }
 
@@ -288,8 +276,7 @@ Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorVi
   const double scale = api_detail::resolve_scale(where, options, d);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
-  Plan plan = sparse_inputs_detail::plan_heads(shape, inputs, masks, cache_words, Pass::backward,
-                                               planned_algorithm(options));
+  const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words, Pass::backward, options.algorithm);
 
   if (options.algorithm == Algorithm::reference) {
     reference_backward(inputs, d_o, dq, dk, dv, masks, scale);
@@ -298,8 +285,6 @@ Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorVi
   // Grouped-query attention: each query head's dK, dV apart, the group's added up afterwards.
   api_detail::KvGradientSlots gradients(dk, dv, heads, heads / kv_heads);
   const std::vector<api_detail::KvSum> sums = gradients.sums();
-  const api_detail::KvSumWords sum_words = api_detail::predict_kv_sums(sums);
-  api_detail::add_kv_sum_words(plan, sum_words.reads, sum_words.writes);
   std::vector<float> delta(static_cast<size_t>(batch * heads * m));  // slow-memory scratch for D, per head
   const auto problem = [&](int64_t b, int64_t h, const AttentionInputs& head) {
     float* head_delta = delta.data() + static_cast<size_t>((b * heads + h) * m);
@@ -308,7 +293,7 @@ Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorVi
                                    SlowMatrix<float>::dense(head_delta, m, 1), head_matrix(dq, b, h),
                                    gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)};
   };
-  run_heads<schedules::HeadBackward>(plan, inputs, masks, cache_words, threads, options.ledger, problem);
+  run_heads<schedules::HeadBackward>(plan, inputs, threads, options.ledger, problem);
   api_detail::sum_kv_gradients(sums, cache_words, threads, options.ledger);
   return plan;
 }
@@ -347,6 +332,41 @@ Plan attention_backward(const AttentionInputs& inputs, TensorView<const float> o
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const Mask& mask, const AttentionOptions& options) {
   return attention_backward(MultiHeadInputs::one(inputs), o, lse, d_o, dq, dk, dv, mask, options);
+}
+
+MultiHeadInputs MultiHeadInputs::one(const AttentionInputs& inputs) { return {1, 1, 1, {inputs.q}, {inputs.k}, {inputs.v}}; }
+
+AttentionInputs MultiHeadInputs::head(int64_t b, int64_t h) const {
+  const int64_t g = h / std::max<int64_t>(heads / std::max<int64_t>(kv_heads, 1), 1);
+  return {q[static_cast<size_t>(b * heads + h)], k[static_cast<size_t>(b * kv_heads + g)],
+          v[static_cast<size_t>(b * kv_heads + g)]};
+}
+
+namespace {
+
+Plan checked_plan(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, bool per_head, int64_t cache_words,
+                  Pass pass, Algorithm requested) {
+  const char* where = "plan (sparse inputs)";
+  const bounds::DenseShape shape = sparse_inputs_detail::check_inputs(where, inputs);
+  sparse_inputs_detail::check_masks(where, masks, per_head, inputs, shape);
+  return plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words, pass, requested);
+}
+
+}  // namespace
+
+Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
+                    Algorithm requested) {
+  return checked_plan(inputs, {mask}, false, cache_words, pass, requested);
+}
+
+Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, int64_t cache_words, Pass pass,
+                    Algorithm requested) {
+  return checked_plan(inputs, masks, true, cache_words, pass, requested);
+}
+
+Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
+                    Algorithm requested) {
+  return plan_attention(MultiHeadInputs::one(inputs), mask, cache_words, pass, requested);
 }
 
 }  // namespace spattn

@@ -2,7 +2,6 @@
 #include <spattn/mask.hpp>
 
 #include "mask/mask_cache.hpp"
-#include "plan/flash_tile_choice.hpp"
 
 #include <spattn/error.hpp>
 
@@ -133,52 +132,15 @@ std::shared_ptr<const schedules::SparseMaskCounts> MaskCache::small_cache_counts
   return small_cache_counts_;
 }
 
-template <typename Map, typename Choose>
-typename Map::mapped_type MaskCache::find_or_choose(Map& map, const typename Map::key_type& key, Choose&& choose) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto found = map.find(key);
-    if (found != map.end()) return found->second;
-  }
-  // Chosen outside the lock (other shapes' calls go on); a race chooses the same tiles twice.
-  auto chosen = choose();
+std::shared_ptr<const void> MaskCache::find_memo(const MemoKey& key) {
   std::lock_guard<std::mutex> lock(mutex_);
-  map.emplace(key, chosen);
-  return chosen;
+  const auto found = memo_.find(key);
+  return found != memo_.end() ? found->second : nullptr;
 }
 
-schedules::SparseSmallCacheTiles MaskCache::small_cache_tiles(const Mask& mask,
-                                                             const schedules::HeadShape& shape,
-                                                             int64_t cache_words, Pass pass,
-                                                             PlanObjective objective) {
-  return find_or_choose(small_cache_tiles_,
-                        {shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass),
-                         static_cast<int>(objective)},
-                        [&] {
-                          return schedules::sparse_small_cache_tiles(shape, *small_cache_counts(mask), cache_words,
-                                                                     pass, objective);
-                        });
-}
-
-schedules::FlashTiles MaskCache::flash_tiles(const Mask& mask, const schedules::HeadShape& shape,
-                                             int64_t cache_words, Pass pass, PlanObjective objective) {
-  return find_or_choose(flash_tiles_,
-                        {shape.head_dim, shape.head_dim_v, cache_words, static_cast<int>(pass),
-                         static_cast<int>(objective)},
-                        [&] { return schedules::masked_flash_tiles(shape, cache_words, pass, mask.csr(), objective); });
-}
-
-bool MaskCache::find_costs(const CostKey& key, Costs& costs) {
+std::shared_ptr<const void> MaskCache::store_memo(const MemoKey& key, std::shared_ptr<const void> value) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto found = costs_.find(key);
-  if (found == costs_.end()) return false;
-  costs = found->second;
-  return true;
-}
-
-void MaskCache::store_costs(const CostKey& key, const Costs& costs) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  costs_.emplace(key, costs);
+  return memo_.emplace(key, std::move(value)).first->second;  // a racing store keeps the first
 }
 
 }  // namespace detail

@@ -1,19 +1,26 @@
-// What a Mask caches for the schedules: the mask re-blocked at each flash tiling it has been
-// planned or run with, the density-adaptive schedule's counts (for planning) and its prepared
-// structure (CSR copy + transpose, only once small_cache runs). Built on first use under a lock,
-// then shared read-only.
+// What a Mask caches: the structures the schedules walk (the mask re-blocked at each flash tiling
+// it runs with; the density-adaptive small_cache's counts, and its CSR copy + transpose only once
+// small_cache runs), and a memo in which the planner keeps what it chose and predicted for the
+// mask (tiles, costs), so repeated calls with the same shapes (every layer, every step) neither
+// choose nor predict again. Built on first use under a lock, then shared read-only.
+//
+// The memo stores values of the planner's types without knowing them: each entry is keyed by
+// its type and by the numbers it was computed for, so the mask stays below the planner.
 #pragma once
 
 #include "schedules/flash/flash_mask.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include <spattn/mask.hpp>
-#include <spattn/plan.hpp>
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <typeindex>
+#include <typeinfo>
 #include <utility>
 
 namespace spattn::detail {
@@ -26,44 +33,31 @@ struct MaskCache {
   // transpose): the planner uses this, so the structure above is built only when small_cache runs.
   std::shared_ptr<const schedules::SparseMaskCounts> small_cache_counts(const Mask& mask);
 
-  // The density-adaptive schedule's tiles for (head_dim, head_dim_v, M, pass, objective), chosen
-  // from the counts above once and shared by the planner and the runners, which must agree on
-  // them for the count to equal the prediction. Choosing is not cheap: each candidate row block's
-  // distinct-column count walks the entries of an unstructured mask (O(nnz), about 30 to 45
-  // distinct blocks per pass, each count kept in the counts object), so a first call with a new
-  // shape can take about as long as the run itself (uniform random masks at n 4096); every later
-  // call finds the tiles here.
-  schedules::SparseSmallCacheTiles small_cache_tiles(const Mask& mask, const schedules::HeadShape& shape,
-                                                     int64_t cache_words, Pass pass, PlanObjective objective);
+  // The numbers a memo entry was computed for (the planner's: head_dim, head_dim_v, M, pass,
+  // objective, ...).
+  using MemoNumbers = std::array<int64_t, 6>;
 
-  // Block-sparse flash's tiles for (head_dim, head_dim_v, M, pass, objective):
-  // schedules::masked_flash_tiles, chosen once (the choice reads every row's span: O(seqlen_q) per
-  // candidate, a tenth of a millisecond-long call at n 1024) and shared by the planner and the
-  // runners.
-  schedules::FlashTiles flash_tiles(const Mask& mask, const schedules::HeadShape& shape, int64_t cache_words,
-                                    Pass pass, PlanObjective objective);
-
-  // The planner's per-head predictions for (head_dim, head_dim_v, M, pass), so that repeated
-  // calls with the same shapes (every layer, every step) do not re-predict.
-  using CostKey = std::tuple<int64_t, int64_t, int64_t, int, int>;  // d, d_v, M, pass, tile objective
-  using Costs = std::pair<AlgorithmCost, AlgorithmCost>;  // flash, small_cache
-  bool find_costs(const CostKey& key, Costs& costs);
-  void store_costs(const CostKey& key, const Costs& costs);
+  // The Value remembered for `numbers`, or compute()'s, remembered. compute() runs outside the
+  // lock (other shapes' calls go on); two racing calls may both compute, and the first stored wins.
+  template <typename Value, typename Compute>
+  Value remember(const MemoNumbers& numbers, Compute&& compute) {
+    const MemoKey key{std::type_index(typeid(Value)), numbers};
+    if (auto found = find_memo(key)) return *static_cast<const Value*>(found.get());
+    std::shared_ptr<const void> stored = store_memo(key, std::make_shared<const Value>(compute()));
+    return *static_cast<const Value*>(stored.get());
+  }
 
  private:
+  using MemoKey = std::pair<std::type_index, MemoNumbers>;
+  std::shared_ptr<const void> find_memo(const MemoKey& key);
+  std::shared_ptr<const void> store_memo(const MemoKey& key, std::shared_ptr<const void> value);
+
   using FlashKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
   std::mutex mutex_;
   std::map<FlashKey, std::shared_ptr<const schedules::FlashMask>> flash_;
   std::shared_ptr<const schedules::SparseSmallCacheMask> small_cache_;
   std::shared_ptr<const schedules::SparseMaskCounts> small_cache_counts_;
-  using TilesKey = std::tuple<int64_t, int64_t, int64_t, int, int>;  // d, d_v, M, pass, objective
-  std::map<TilesKey, schedules::SparseSmallCacheTiles> small_cache_tiles_;
-  std::map<TilesKey, schedules::FlashTiles> flash_tiles_;
-  std::map<CostKey, Costs> costs_;
-
-  // map[key], chosen by choose() outside the lock the first time (small_cache_tiles, flash_tiles).
-  template <typename Map, typename Choose>
-  typename Map::mapped_type find_or_choose(Map& map, const typename Map::key_type& key, Choose&& choose);
+  std::map<MemoKey, std::shared_ptr<const void>> memo_;
 };
 
 }  // namespace spattn::detail

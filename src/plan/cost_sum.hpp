@@ -1,15 +1,15 @@
 // Summing per-head predictions (spattn::AlgorithmCost) into one call's: the heads with masks of
-// their own (head_masks.cpp) and the heads with CSR inputs (sparse_inputs_plan.cpp).
+// their own (head_groups.cpp) and the heads with CSR inputs (csr_inputs_plan.cpp).
 #pragma once
 
-#include "schedules/common/arithmetic.hpp"
+#include "plan/price.hpp"
 
 #include <spattn/plan.hpp>
 
 #include <algorithm>
 #include <cstdint>
 
-namespace spattn::api_detail {
+namespace spattn::plan_detail {
 
 // sum += times x cost. The sum is feasible when every part is (start it feasible) and needs the
 // largest part's M.
@@ -23,7 +23,7 @@ inline void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost, int64_t time
   sum.partial_pairs += cost.partial_pairs * times;
   sum.entry_visits += cost.entry_visits * times;
   sum.walk_steps += cost.walk_steps * times;
-  sum.time_price = schedules::saturated_price(static_cast<double>(sum.time_price) +
+  sum.time_price = saturated_price(static_cast<double>(sum.time_price) +
                                              static_cast<double>(cost.time_price) * static_cast<double>(times));
 }
 
@@ -35,4 +35,4 @@ inline void clear_if_infeasible(AlgorithmCost& sum) {
   }
 }
 
-}  // namespace spattn::api_detail
+}  // namespace spattn::plan_detail

@@ -1,54 +1,42 @@
-// The plan with dense or CSR inputs (sparse_inputs.hpp): the dense-input plan of plan.hpp for
-// feasibility and tiles, then, once an input is CSR, each algorithm's exact words with these
-// inputs (schedules/csr_inputs/input_traffic.hpp), the choice between them, and the sparse bound with
-// Z_input from the nonzeros.
-#include <spattn/sparse_inputs.hpp>
-
-#include "api/cost_sum.hpp"
+// The plan with dense or CSR inputs (planner.hpp, plan_csr_inputs): the dense-input prediction
+// of each head over its mask for feasibility and tiles (for words), then, once an input is CSR,
+// each algorithm's exact words with these inputs (schedules/csr_inputs), the choice between them,
+// and the sparse bound with Z_input from the nonzeros.
 #include "mask/mask_cache.hpp"
-#include "api/sparse_inputs_detail.hpp"
-#include "schedules/flash/flash.hpp"
-#include "schedules/flash/flash_mask.hpp"
-#include "plan/flash_tile_choice.hpp"
-#include "schedules/csr_inputs/input_traffic.hpp"
-#include "schedules/small_cache/small_cache.hpp"
-#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
+#include "plan/cost_sum.hpp"
+#include "plan/costs.hpp"
+#include "plan/head_groups.hpp"
+#include "plan/planner.hpp"
+#include "schedules/csr_inputs/input_views.hpp"
 
 #include <spattn/bounds.hpp>
 #include <spattn/error.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
-namespace spattn {
+namespace spattn::plan_detail {
 namespace {
 
 using schedules::HeadInputs;
 using schedules::HeadShape;
 using schedules::SparseIo;
-using api_detail::add_cost;
-using api_detail::clear_if_infeasible;
 
-// The tiles and structures each algorithm runs with (as api/head_runner.cpp chooses them), and
-// its exact words with these inputs. Sparse inputs plan both algorithms' tiles for words (spattn/plan.hpp:
-// the time objective is not applied to CSR inputs yet).
-SparseIo flash_words(const HeadShape& head, const Mask& mask, int64_t cache_words, Pass pass,
+// The CSR-input plans are made for words (the time objective is not applied to CSR inputs).
+constexpr PlanObjective kObjective = PlanObjective::words;
+
+// Each algorithm's exact words with these inputs, with the tiles and structures it runs with.
+SparseIo flash_words(const HeadShape& head, const Mask& mask, const HeadCosts& costs, Pass pass,
                      const HeadInputs& inputs) {
-  const bool sparse = !mask.is_full();
-  const auto tiles = sparse ? schedules::masked_flash_tiles(head, cache_words, pass, mask.csr(), PlanObjective::words)
-                            : schedules::flash_tiles(head, cache_words, pass);
-  const auto flash_mask = sparse ? mask.cache().flash(mask, tiles, pass) : nullptr;
-  return schedules::predict_flash_words(head, tiles, flash_mask.get(), pass, inputs);
+  const auto flash_mask = mask.is_full() ? nullptr : mask.cache().flash(mask, costs.flash_tiles, pass);
+  return schedules::predict_flash_words(head, costs.flash_tiles, flash_mask.get(), pass, inputs);
 }
 
-SparseIo small_cache_words(const HeadShape& head, const Mask& mask, int64_t cache_words, Pass pass,
-                           const HeadInputs& inputs) {
-  if (mask.is_full()) {
-    return schedules::predict_small_cache_words(head, schedules::small_cache_tiles(head, cache_words, pass),
-                                                inputs);
-  }
-  const auto tiles = mask.cache().small_cache_tiles(mask, head, cache_words, pass, PlanObjective::words);
-  return schedules::predict_sparse_small_cache_words(head, *mask.cache().small_cache(mask), tiles, inputs);
+SparseIo small_cache_words(const HeadShape& head, const Mask& mask, const HeadCosts& costs, const HeadInputs& inputs) {
+  if (mask.is_full()) return schedules::predict_small_cache_words(head, costs.small_cache_tiles, inputs);
+  return schedules::predict_sparse_small_cache_words(head, *mask.cache().small_cache(mask),
+                                                     costs.sparse_small_cache_tiles, inputs);
 }
 
 // The CSR inputs' words in place of the dense inputs' (the flops stay: the tiles are the same),
@@ -58,7 +46,7 @@ void set_words(AlgorithmCost& cost, const SparseIo& words) {
   cost.reads = words.total().reads;
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
-  cost.time_price = schedules::saturated_price(static_cast<double>(cost.time_price) +
+  cost.time_price = saturated_price(static_cast<double>(cost.time_price) +
                                                time_rates().word * static_cast<double>(cost.total() - dense_words));
 }
 
@@ -86,17 +74,17 @@ void set_ratios(Plan& plan) {
 // One head's plan (its inputs already checked).
 Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, const Mask& mask,
                int64_t cache_words, Pass pass, Algorithm requested) {
-  Plan plan = plan_attention(shape, mask, cache_words, pass, requested);  // checks M, mask, feasibility
+  // Checks M, the mask and feasibility.
+  Plan plan = plan_one_mask(shape, mask, cache_words, pass, requested, 1, false, kObjective, {0});
   if (!inputs.any_csr()) return plan;
 
-  const HeadShape head{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v};
-  const HeadInputs in = sparse_inputs_detail::head_inputs(inputs);
-  if (plan.flash.feasible) {
-    set_words(plan.flash, flash_words(head, mask, cache_words, pass, in));
-  }
-  if (plan.small_cache.feasible) set_words(plan.small_cache, small_cache_words(head, mask, cache_words, pass, in));
+  const HeadShape head = head_shape(shape);
+  const HeadCosts costs = head_costs(head, &mask, cache_words, pass, kObjective);
+  const HeadInputs in = schedules::head_inputs(inputs);
+  if (plan.flash.feasible) set_words(plan.flash, flash_words(head, mask, costs, pass, in));
+  if (plan.small_cache.feasible) set_words(plan.small_cache, small_cache_words(head, mask, costs, in));
   if (requested == Algorithm::automatic) {
-    plan.algorithm = choose_algorithm(plan.flash, plan.small_cache, !mask.is_full(), PlanObjective::words);
+    plan.algorithm = choose_algorithm(plan.flash, plan.small_cache, !mask.is_full(), kObjective);
   }
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads;
@@ -153,7 +141,7 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
   clear_if_infeasible(plan.flash);
   clear_if_infeasible(plan.small_cache);
   plan.algorithm = requested == Algorithm::automatic
-                       ? choose_algorithm(plan.flash, plan.small_cache, plan.masked, PlanObjective::words)
+                       ? choose_algorithm(plan.flash, plan.small_cache, plan.masked, kObjective)
                        : requested;
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads;
@@ -166,53 +154,33 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
 
 }  // namespace
 
-MultiHeadInputs MultiHeadInputs::one(const AttentionInputs& inputs) { return {1, 1, 1, {inputs.q}, {inputs.k}, {inputs.v}}; }
-
-AttentionInputs MultiHeadInputs::head(int64_t b, int64_t h) const {
-  const int64_t g = h / std::max<int64_t>(heads / std::max<int64_t>(kv_heads, 1), 1);
-  return {q[static_cast<size_t>(b * heads + h)], k[static_cast<size_t>(b * kv_heads + g)],
-          v[static_cast<size_t>(b * kv_heads + g)]};
-}
-
-Plan sparse_inputs_detail::plan_heads(const bounds::DenseShape& shape, const MultiHeadInputs& inputs,
-                                      const std::vector<Mask>& masks, int64_t cache_words, Pass pass,
-                                      Algorithm requested) {
+Plan plan_csr_inputs(const bounds::DenseShape& shape, const MultiHeadInputs& inputs, const std::vector<Mask>& masks,
+                     int64_t cache_words, Pass pass, Algorithm requested) {
+  const Algorithm planned = requested == Algorithm::reference ? Algorithm::automatic : requested;
+  const auto mask_of = [&](int64_t h) -> const Mask& {
+    return masks.size() == 1 ? masks.front() : masks[static_cast<size_t>(h)];
+  };
   std::vector<Plan> heads;
   for (int64_t b = 0; b < inputs.batch; ++b) {
     for (int64_t h = 0; h < inputs.heads; ++h) {
-      heads.push_back(plan_head(shape, inputs.head(b, h), head_mask(masks, h), cache_words, pass, requested));
+      heads.push_back(plan_head(shape, inputs.head(b, h), mask_of(h), cache_words, pass, planned));
     }
   }
   const bool one_mask = std::all_of(masks.begin(), masks.end(),
                                     [&](const Mask& mask) { return &mask.cache() == &masks.front().cache(); });
-  return heads.size() == 1 ? heads.front() : sum_heads(heads, requested, one_mask);
+  Plan plan = heads.size() == 1 ? heads.front() : sum_heads(heads, planned, one_mask);
+  plan.requested = planned;
+  // What runs: each mask's heads with the plan's algorithm and the tiles the words were priced with.
+  auto run = std::make_shared<detail::PlannedRun>();
+  run->pass = pass;
+  run->cache_words = cache_words;
+  for (HeadGroup& group : group_heads(masks, inputs.heads)) {
+    const HeadCosts costs = head_costs(head_shape(shape), &group.mask, cache_words, pass, kObjective);
+    run->groups.push_back(planned_group(group.mask, std::move(group.heads), plan.algorithm, costs, pass));
+  }
+  plan.run = std::move(run);
+  add_kv_sums(plan, shape, {inputs.batch, inputs.heads, inputs.kv_heads});
+  return plan;
 }
 
-namespace {
-
-Plan checked_plan(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, bool per_head, int64_t cache_words,
-                  Pass pass, Algorithm requested) {
-  const char* where = "plan (sparse inputs)";
-  const bounds::DenseShape shape = sparse_inputs_detail::check_inputs(where, inputs);
-  sparse_inputs_detail::check_masks(where, masks, per_head, inputs, shape);
-  return sparse_inputs_detail::plan_heads(shape, inputs, masks, cache_words, pass, requested);
-}
-
-}  // namespace
-
-Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested) {
-  return checked_plan(inputs, {mask}, false, cache_words, pass, requested);
-}
-
-Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, int64_t cache_words, Pass pass,
-                    Algorithm requested) {
-  return checked_plan(inputs, masks, true, cache_words, pass, requested);
-}
-
-Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested) {
-  return plan_attention(MultiHeadInputs::one(inputs), mask, cache_words, pass, requested);
-}
-
-}  // namespace spattn
+}  // namespace spattn::plan_detail

@@ -2,7 +2,7 @@
 // (flash_tile_choice.hpp).
 #include "plan/flash_tile_choice.hpp"
 
-#include "schedules/common/arithmetic.hpp"
+#include "schedules/flash/flash_flops.hpp"
 
 
 #include <spattn/error.hpp>

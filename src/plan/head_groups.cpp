@@ -1,25 +1,39 @@
-// Planning one call's heads over their masks (head_masks.hpp).
-#include "api/head_masks.hpp"
+// Planning a call with dense inputs (planner.hpp): one mask for all heads, or one per query head.
+// Heads whose masks are the same prepared Mask form a group that runs together (its own tiles and
+// re-blocked mask); every group runs the same algorithm, the one with the smaller total over all
+// heads when automatic. The returned Plan speaks for all heads: with one group it is that group's
+// plan; with several its per-head costs are summed over the heads of one batch entry
+// (Plan::cost_heads) and its bound, compulsory words and reads / writes over all.
+#include "plan/head_groups.hpp"
 
-#include "api/cost_sum.hpp"
+#include "plan/cost_sum.hpp"
+#include "plan/planned_run.hpp"
+#include "plan/planner.hpp"
 
 #include <spattn/error.hpp>
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <utility>
 
-namespace spattn::api_detail {
+namespace spattn::plan_detail {
 
 namespace {
 
+struct GroupPlan {
+  HeadGroup group;
+  Plan plan;  // batch * heads.size() problems
+};
+
 // The per-head costs of every group (flash's or small_cache's) added up over the heads of one
 // batch entry.
-AlgorithmCost sum_costs(const std::vector<MaskGroup>& groups, bool flash) {
+AlgorithmCost sum_costs(const std::vector<GroupPlan>& groups, bool flash) {
   AlgorithmCost sum;
   sum.feasible = true;
-  for (const MaskGroup& group : groups) {
+  for (const GroupPlan& group : groups) {
     const AlgorithmCost& cost = flash ? group.plan.flash : group.plan.small_cache;
-    add_cost(sum, cost, static_cast<int64_t>(group.heads.size()));
+    add_cost(sum, cost, static_cast<int64_t>(group.group.heads.size()));
     if (sum.tiles.empty()) sum.tiles = cost.tiles;
   }
   if (groups.size() > 1) sum.tiles += " (first mask; each head mask has its own tiles)";
@@ -27,7 +41,73 @@ AlgorithmCost sum_costs(const std::vector<MaskGroup>& groups, bool flash) {
   return sum;
 }
 
-// The ratios plan_attention (planner.cpp) sets, for totals changed after planning.
+Plan combine(const std::vector<GroupPlan>& groups, int64_t batch, int64_t heads) {
+  Plan plan = groups.front().plan;
+  plan.num_heads = batch * heads;
+  plan.cost_heads = heads;
+  plan.head_masks = true;
+  plan.flash = sum_costs(groups, true);
+  plan.small_cache = sum_costs(groups, false);
+  plan.reads = plan.writes = 0;
+  plan.compulsory = 0.0;
+  plan.bound.value = plan.bound.large_cache = plan.bound.small_cache = 0.0;
+  plan.masked = false;
+  plan.z_qk = 0;
+  auto run = std::make_shared<detail::PlannedRun>(*groups.front().plan.run);
+  run->groups.clear();
+  for (const GroupPlan& group : groups) {
+    plan.reads += group.plan.reads;
+    plan.writes += group.plan.writes;
+    plan.compulsory += group.plan.compulsory;
+    plan.bound.value += group.plan.bound.value;
+    plan.bound.large_cache += group.plan.bound.large_cache;
+    plan.bound.small_cache += group.plan.bound.small_cache;
+    plan.masked = plan.masked || group.plan.masked;
+    plan.z_qk += group.plan.z_qk * static_cast<int64_t>(group.group.heads.size());
+    run->groups.insert(run->groups.end(), group.plan.run->groups.begin(), group.plan.run->groups.end());
+  }
+  plan.run = std::move(run);
+  // Each head mask has its own switch; none is searched for the mixture.
+  plan.switch_cache_words = 0;
+  plan.switch_searched = false;
+  update_ratios(plan, flash_total(plan));
+  return plan;
+}
+
+// Auto's one algorithm for every head: choose_algorithm over the heads' summed predictions (masked
+// when any head's mask is not full).
+Algorithm cheaper_overall(const std::vector<GroupPlan>& groups, PlanObjective objective) {
+  const AlgorithmCost flash = sum_costs(groups, true);
+  const AlgorithmCost small_cache = sum_costs(groups, false);
+  if (!flash.feasible && !small_cache.feasible) {
+    fail("plan: M = ", groups.front().plan.cache_words, " words fits neither flash (needs ",
+         flash.min_cache_words, ") nor small_cache (needs ", small_cache.min_cache_words,
+         ") for every head's mask");
+  }
+  const bool masked = std::any_of(groups.begin(), groups.end(), [](const GroupPlan& g) { return g.plan.masked; });
+  return choose_algorithm(flash, small_cache, masked, objective);
+}
+
+}  // namespace
+
+std::vector<HeadGroup> group_heads(const std::vector<Mask>& masks, int64_t heads) {
+  std::vector<HeadGroup> groups;
+  if (masks.size() == 1) {
+    HeadGroup all{masks.front(), {}};
+    for (int64_t h = 0; h < heads; ++h) all.heads.push_back(h);
+    groups.push_back(std::move(all));
+    return groups;
+  }
+  std::map<const void*, size_t> group_of;
+  for (int64_t h = 0; h < heads; ++h) {
+    const Mask& mask = masks[static_cast<size_t>(h)];
+    const auto [found, inserted] = group_of.emplace(&mask.cache(), groups.size());
+    if (inserted) groups.push_back({mask, {}});
+    groups[found->second].heads.push_back(h);
+  }
+  return groups;
+}
+
 void update_ratios(Plan& plan, double flash_total) {
   const double total = static_cast<double>(plan.total());
   plan.ratio_to_bound = plan.bound.value > 0.0 ? total / plan.bound.value : 0.0;
@@ -40,109 +120,48 @@ double flash_total(const Plan& plan) {
          static_cast<double>(std::max<int64_t>(plan.cost_heads, 1));
 }
 
-Plan combine(const std::vector<MaskGroup>& groups, int64_t batch, int64_t heads) {
-  Plan plan = groups.front().plan;
-  plan.num_heads = batch * heads;
-  plan.cost_heads = heads;
-  plan.head_masks = true;
-  plan.flash = sum_costs(groups, true);
-  plan.small_cache = sum_costs(groups, false);
-  plan.reads = plan.writes = 0;
-  plan.compulsory = 0.0;
-  plan.bound.value = plan.bound.large_cache = plan.bound.small_cache = 0.0;
-  plan.masked = false;
-  plan.z_qk = 0;
-  for (const MaskGroup& group : groups) {
-    plan.reads += group.plan.reads;
-    plan.writes += group.plan.writes;
-    plan.compulsory += group.plan.compulsory;
-    plan.bound.value += group.plan.bound.value;
-    plan.bound.large_cache += group.plan.bound.large_cache;
-    plan.bound.small_cache += group.plan.bound.small_cache;
-    plan.masked = plan.masked || group.plan.masked;
-    plan.z_qk += group.plan.z_qk * static_cast<int64_t>(group.heads.size());
+void add_kv_sums(Plan& plan, const bounds::DenseShape& shape, const CallHeads& heads) {
+  if (plan.pass != Pass::backward || heads.kv_heads <= 0 || heads.heads <= heads.kv_heads) return;
+  const int64_t group = heads.heads / heads.kv_heads;
+  const int64_t width = shape.seqlen_k * (shape.head_dim + (shape.head_dim_v > 0 ? shape.head_dim_v : shape.head_dim));
+  const int64_t sums = heads.batch * heads.kv_heads;
+  plan.kv_sum_reads = sums * group * width;
+  plan.kv_sum_writes = sums * width;
+  plan.reads += plan.kv_sum_reads;
+  plan.writes += plan.kv_sum_writes;
+  // Flash would move the same sums: compare like with like.
+  update_ratios(plan, flash_total(plan) + static_cast<double>(plan.kv_sum_reads + plan.kv_sum_writes));
+}
+
+Plan plan_dense_inputs(const bounds::DenseShape& shape, const std::vector<Mask>& masks, const CallHeads& heads,
+                       int64_t cache_words, Pass pass, Algorithm requested, PlanObjective objective) {
+  const Algorithm planned = requested == Algorithm::reference ? Algorithm::automatic : requested;
+  std::vector<GroupPlan> groups;
+  for (HeadGroup& group : group_heads(masks, heads.heads)) groups.push_back({std::move(group), Plan{}});
+  Plan plan;
+  if (groups.empty()) {  // no heads: a plan of the shape, for reporting
+    const Mask mask = masks.empty() ? Mask::full(shape.seqlen_q, shape.seqlen_k) : masks.front();
+    plan = plan_one_mask(shape, mask, cache_words, pass, planned, 0, false, objective, {});
+  } else {
+    const auto plan_groups = [&](Algorithm algorithm) {
+      for (GroupPlan& group : groups) {
+        group.plan = plan_one_mask(shape, group.group.mask, cache_words, pass, algorithm,
+                                   heads.batch * static_cast<int64_t>(group.group.heads.size()), false, objective,
+                                   group.group.heads);
+      }
+    };
+    plan_groups(planned);
+    if (groups.size() > 1 && planned == Algorithm::automatic) {
+      // One algorithm for every head: re-plan each group with it (the predictions are kept in the
+      // masks, so this only re-reads them).
+      plan_groups(cheaper_overall(groups, objective));
+      for (GroupPlan& group : groups) group.plan.requested = Algorithm::automatic;
+    }
+    plan = groups.size() == 1 ? groups.front().plan : combine(groups, heads.batch, heads.heads);
   }
-  // Each head mask has its own switch; none is searched for the mixture.
-  plan.switch_cache_words = 0;
-  plan.switch_searched = false;
-  update_ratios(plan, flash_total(plan));
+  plan.requested = requested == Algorithm::reference ? Algorithm::automatic : requested;
+  add_kv_sums(plan, shape, heads);
   return plan;
 }
 
-// Auto's one algorithm for every head: choose_algorithm over the heads' summed predictions (masked
-// when any head's mask is not full).
-Algorithm cheaper_overall(const std::vector<MaskGroup>& groups, PlanObjective objective) {
-  const AlgorithmCost flash = sum_costs(groups, true);
-  const AlgorithmCost small_cache = sum_costs(groups, false);
-  if (!flash.feasible && !small_cache.feasible) {
-    fail("plan: M = ", groups.front().plan.cache_words, " words fits neither flash (needs ",
-         flash.min_cache_words, ") nor small_cache (needs ", small_cache.min_cache_words,
-         ") for every head's mask");
-  }
-  const bool masked = std::any_of(groups.begin(), groups.end(), [](const MaskGroup& g) { return g.plan.masked; });
-  return choose_algorithm(flash, small_cache, masked, objective);
-}
-
-}  // namespace
-
-std::vector<MaskGroup> group_heads(const std::vector<Mask>& masks, int64_t heads) {
-  std::vector<MaskGroup> groups;
-  if (masks.size() == 1) {
-    MaskGroup all{masks.front(), {}, Plan{}};
-    for (int64_t h = 0; h < heads; ++h) all.heads.push_back(h);
-    groups.push_back(std::move(all));
-    return groups;
-  }
-  std::map<const void*, size_t> group_of;
-  for (int64_t h = 0; h < heads; ++h) {
-    const Mask& mask = masks[static_cast<size_t>(h)];
-    const auto [found, inserted] = group_of.emplace(&mask.cache(), groups.size());
-    if (inserted) groups.push_back({mask, {}, Plan{}});
-    groups[found->second].heads.push_back(h);
-  }
-  return groups;
-}
-
-HeadsPlan plan_heads(const bounds::DenseShape& shape, const std::vector<Mask>& masks, int64_t batch,
-                     int64_t heads, int64_t cache_words, Pass pass, Algorithm requested,
-                     PlanObjective objective) {
-  const Algorithm planned = requested == Algorithm::reference ? Algorithm::automatic : requested;
-  HeadsPlan result;
-  result.groups = group_heads(masks, heads);
-  if (result.groups.empty()) {  // no heads: a plan of the shape, for reporting
-    const Mask& mask = masks.empty() ? Mask::full(shape.seqlen_q, shape.seqlen_k) : masks.front();
-    result.plan = plan_attention(shape, mask, cache_words, pass, planned, 0, false, objective);
-    return result;
-  }
-  for (MaskGroup& group : result.groups) {
-    group.plan = plan_attention(shape, group.mask, cache_words, pass, planned,
-                                batch * static_cast<int64_t>(group.heads.size()), false, objective);
-  }
-  if (result.groups.size() == 1) {
-    result.plan = result.groups.front().plan;
-    return result;
-  }
-  if (planned == Algorithm::automatic) {
-    // One algorithm for every head: re-plan each group with it (the predictions are cached in the
-    // masks, so this only re-reads them).
-    const Algorithm chosen = cheaper_overall(result.groups, objective);
-    for (MaskGroup& group : result.groups) {
-      group.plan = plan_attention(shape, group.mask, cache_words, pass, chosen,
-                                  batch * static_cast<int64_t>(group.heads.size()), false, objective);
-      group.plan.requested = Algorithm::automatic;
-    }
-  }
-  result.plan = combine(result.groups, batch, heads);
-  return result;
-}
-
-void add_kv_sum_words(Plan& plan, int64_t reads, int64_t writes) {
-  plan.kv_sum_reads += reads;
-  plan.kv_sum_writes += writes;
-  plan.reads += reads;
-  plan.writes += writes;
-  // Flash would move the same sums: compare like with like.
-  update_ratios(plan, flash_total(plan) + static_cast<double>(reads + writes));
-}
-
-}  // namespace spattn::api_detail
+}  // namespace spattn::plan_detail

@@ -1,9 +1,6 @@
-// Planning the heads of one call: one mask for all heads, or one per query head. Heads whose
-// masks are the same prepared Mask (copies share it) form a group that runs together (its own
-// tiles and re-blocked mask); every group runs the same algorithm, the one with the smaller total
-// predicted I/O over all heads when automatic. The returned Plan speaks for all heads: with one
-// group it is that group's plan; with several its per-head costs are summed over the heads of one
-// batch entry (Plan::cost_heads) and its bound, compulsory words and reads / writes over all.
+// Grouping a call's query heads by mask and summing per-group predictions into the call's plan:
+// shared by the dense-input planner (head_groups.cpp) and the CSR-input planner
+// (csr_inputs_plan.cpp). Private to src/plan.
 #pragma once
 
 #include <spattn/mask.hpp>
@@ -12,31 +9,21 @@
 #include <cstdint>
 #include <vector>
 
-namespace spattn::api_detail {
+namespace spattn::plan_detail {
 
-struct MaskGroup {
+// The query heads that use one prepared mask (copies of a Mask share it), in order of first use.
+struct HeadGroup {
   Mask mask;
-  std::vector<int64_t> heads;  // the query heads h (of every batch entry) that use it
-  Plan plan;                   // batch * heads.size() problems, with the common algorithm
+  std::vector<int64_t> heads;
 };
+// `masks`: one for all `heads`, or exactly one per query head.
+std::vector<HeadGroup> group_heads(const std::vector<Mask>& masks, int64_t heads);
 
-struct HeadsPlan {
-  std::vector<MaskGroup> groups;
-  Plan plan;  // all heads
-};
+// The ratios plan_one_mask sets, for a plan whose totals changed after planning; `flash_total`
+// is flash's words over all heads.
+void update_ratios(Plan& plan, double flash_total);
 
-// The heads grouped by prepared mask (the identity of its shared cache), in order of first use;
-// the groups' plans left empty. `masks`: one for all heads, or exactly `heads`.
-std::vector<MaskGroup> group_heads(const std::vector<Mask>& masks, int64_t heads);
+// Flash's words over all of a plan's heads.
+double flash_total(const Plan& plan);
 
-// `masks`: one for all heads, or exactly `heads` (checked by the caller). Algorithm::reference
-// plans the automatic choice (for reporting). `objective`: how flash's tiles are chosen for masks.
-HeadsPlan plan_heads(const bounds::DenseShape& shape, const std::vector<Mask>& masks, int64_t batch,
-                     int64_t heads, int64_t cache_words, Pass pass, Algorithm requested,
-                     PlanObjective objective);
-
-// Adds `reads` and `writes` words moved outside the schedules (the grouped-query dK/dV sums) to
-// the plan's totals and ratios.
-void add_kv_sum_words(Plan& plan, int64_t reads, int64_t writes);
-
-}  // namespace spattn::api_detail
+}  // namespace spattn::plan_detail

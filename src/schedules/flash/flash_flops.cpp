@@ -1,5 +1,5 @@
-// The arithmetic of the schedules (arithmetic.hpp).
-#include "schedules/common/arithmetic.hpp"
+// The arithmetic of flash (flash_flops.hpp).
+#include "schedules/flash/flash_flops.hpp"
 
 #include "schedules/flash/flash_mask.hpp"
 
@@ -47,15 +47,5 @@ int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass) {
          flash_flops_per_pair(shape, FlashNest::dkdv) * key_pairs;
 }
 
-int64_t saturated_price(double price) {
-  constexpr double kLimit = 9.2e18;  // just below 2^63
-  if (!(price < kLimit)) return INT64_MAX;  // (NaN too)
-  return price <= 0.0 ? 0 : static_cast<int64_t>(price + 0.5);
-}
-
-int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass) {
-  const int64_t d = shape.head_dim, e = shape.head_dim_v;
-  return (pass == Pass::forward ? 2 * (d + e) : 6 * d + 4 * e) * pairs;
-}
 
 }  // namespace spattn::schedules

@@ -1,5 +1,5 @@
-// The arithmetic each schedule does, next to the words it moves: what PlanObjective::time prices
-// (spattn/plan.hpp; docs/api.md, "Words or time"). Flops are 2 per multiply-add of the products
+// The arithmetic flash does, next to the words it moves (what the planner's time price reads;
+// small_cache's is small_cache_flops, small_cache.hpp). Flops are 2 per multiply-add of the products
 // over head_dim (d) or head_dim_v (e); the softmax's exponentials and the row statistics are left
 // out (they are per pair or per row, the same order for every schedule).
 //
@@ -42,13 +42,5 @@ int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass);
 // the forward's, or the backward's two nests summed. 0 for the dense schedule (nullptr).
 int64_t flash_partial_pairs(const FlashMask* mask, Pass pass);
 
-// A time price computed in double, rounded and saturated at INT64_MAX: the prices of very large
-// problems (n 131072 at the smallest M, many heads) pass 2^63, and a wrapped price would flip
-// auto's choice.
-int64_t saturated_price(double price);
-
-// small_cache's flops over `pairs` computed pairs: seqlen_q x seqlen_k for the dense schedule,
-// the mask's nnz for the density-adaptive one. O(1).
-int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass);
 
 }  // namespace spattn::schedules

@@ -59,6 +59,11 @@ SmallCacheTiles small_cache_tiles(const HeadShape& shape, int64_t cache_words, P
 // The most words the schedule ever holds in fast memory with these tiles (<= cache_words).
 int64_t small_cache_fast_words(const SmallCacheTiles& tiles);
 
+// small_cache's flops over `pairs` computed pairs, 2 per multiply-add (flash_flops.hpp's table):
+// forward 2 (d + e) per pair (S, O), backward 6 d + 4 e (P, dP, dQ, dK, dV). `pairs` is
+// seqlen_q x seqlen_k for the dense schedule, the mask's nnz for the density-adaptive one. O(1).
+int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass);
+
 // Exact words moved (closed form; docs/small_cache.md). `shape` must be tiles.shape.
 IoCount predict_small_cache_forward(const HeadShape& shape, const SmallCacheTiles& tiles);
 IoCount predict_small_cache_backward(const HeadShape& shape, const SmallCacheTiles& tiles);

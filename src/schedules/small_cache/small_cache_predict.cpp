@@ -142,4 +142,9 @@ IoCount predict_small_cache_backward(const HeadShape& shape, const SmallCacheTil
   return count;
 }
 
+int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass) {
+  const int64_t d = shape.head_dim, e = shape.head_dim_v;
+  return (pass == Pass::forward ? 2 * (d + e) : 6 * d + 4 * e) * pairs;
+}
+
 }  // namespace spattn::schedules

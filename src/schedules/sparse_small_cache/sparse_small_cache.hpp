@@ -44,8 +44,9 @@
 #include "schedules/common/head_problem.hpp"  // HeadShape, HeadForward, HeadBackward, IoCount, Pass
 #include "schedules/sparse_small_cache/sparse_mask_counts.hpp"
 
+#include <spattn/error.hpp>
 #include <spattn/io.hpp>
-#include <spattn/plan.hpp>  // PlanObjective and the time price's rates
+#include <spattn/plan.hpp>  // Pass
 
 #include <sparse_formats/csr.hpp>
 
@@ -131,48 +132,16 @@ struct SparseIo {
 // row statistics): 10 words forward and backward, whatever the shape.
 int64_t sparse_small_cache_min_cache_words(Pass pass);
 
-// Chooses each sweep's tiles for fast memory of `cache_words` words: for every chunk width that
-// gives a distinct number of chunks (about 2 sqrt(d) widths), three row blocks (the largest that
-// fits, as many evenly sized, the largest power of two below), each priced by the exact
-// prediction (walking the mask: O(nnz + rows) per row block size, memoized).
-//   objective words: the fewest words; the column window takes the memory left (it changes no
-//     count, only how often the rows are scanned: usually 1 column).
-//   objective time: the smallest sparse_small_cache_time_price (below); at the best chunk the
-//     candidates also reserve windows of 16, 64, 256 and 1024 columns (a wide window costs some
-//     of the row block, and lets a walk find its rows once per window instead of once per
-//     column). The price also prefers fewer chunks (each re-walks the entries): on uniform
-//     random masks at n 4096 the time tiles take the whole head_dim in one chunk with blocks of
-//     about 100 to 700 rows, 1.6x to 3.5x the fewest words, and run 2x to 5x faster. A tie keeps
-//     the smaller row block (the same words in evenly sized blocks share better between workers).
-// Both are deterministic in (shape, mask, M, pass, objective), never in the thread count; the
-// window and the row block change no bit of the results, the chunk does (the order of the sums).
-// Throws InvalidArgument stating the minimum when cache_words is below it, or when the shape
-// disagrees with the mask or has a negative size.
-SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape,
-                                               const SparseSmallCacheMask& mask,
-                                               int64_t cache_words, Pass pass,
-                                               PlanObjective objective = PlanObjective::words);
-
-// The same choice from the mask's counts alone (sparse_mask_counts.hpp; equal tiles): the planner
-// prices small_cache this way, without building a SparseSmallCacheMask.
-SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const SparseMaskCounts& mask,
-                                               int64_t cache_words, Pass pass,
-                                               PlanObjective objective = PlanObjective::words);
-
 // What a native run does besides moving words, estimated from the mask's counts (an estimate:
-// per-block averages; PlanObjective::time prices it, nothing counts it).
+// per-block averages; the planner's time objective prices it, nothing counts it).
 struct SparseSmallCacheWork {
   int64_t entry_visits = 0;  // entries x chunks over the sweeps: one dot or axpy of a chunk each
   int64_t walk_steps = 0;    // rows the walks check (scans) or heap steps (queues), the cheaper per
                              // block as BlockWalker chooses
-  int64_t flops = 0;         // small_cache_flops (arithmetic.hpp)
+  int64_t flops = 0;         // small_cache_flops (small_cache.hpp)
 };
 SparseSmallCacheWork estimate_sparse_small_cache_work(const HeadShape& shape, const SparseMaskCounts& mask,
                                                       const SparseSmallCacheTiles& tiles);
-
-// PlanObjective::time's price of a run with `words` moved and `work` done, in flops of flash's
-// kernels, at spattn::time_rates() (per word, entry visit, walk step and flop).
-int64_t sparse_small_cache_time_price(int64_t words, const SparseSmallCacheWork& work);
 
 // The most words the schedule holds in fast memory with these tiles (<= cache_words), exactly.
 int64_t sparse_small_cache_fast_words(const SparseSmallCacheTiles& tiles);
@@ -240,6 +209,44 @@ SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCac
                        const SparseSweepTiles& tiles);
 SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
                        const SparseSweepTiles& tiles);
+
+
+// The sweeps of a pass, in the order they run.
+struct SweepList {
+  const Sweep* first;
+  const Sweep* last;
+  const Sweep* begin() const { return first; }
+  const Sweep* end() const { return last; }
+};
+SweepList sweeps_of(Pass pass);
+const SparseSweepTiles& tiles_of(const SparseSmallCacheTiles& tiles, Sweep sweep);
+SparseSweepTiles& tiles_of(SparseSmallCacheTiles& tiles, Sweep sweep);
+// The dense width a sweep streams: head_dim_v for O, dS and dV, else head_dim.
+int64_t sweep_width(Sweep sweep, const HeadShape& shape);
+// The counts of a prepared mask, over its own CSR copy (O(nnz)).
+SparseMaskCounts counts_of(const SparseSmallCacheMask& mask);
+// The words of one sweep, given `touched` = the sum over its row blocks of the distinct B rows
+// they touch (docs/sparse_small_cache.md, "Exact words").
+SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                  const SparseSweepTiles& tiles, int64_t touched);
+// touched for a sweep's row blocks (SparseMaskCounts remembers each block size's count).
+int64_t touched_of(const SparseMaskCounts& mask, bool transposed, int64_t block_rows);
+// One sweep's share of SparseSmallCacheWork with these tiles.
+int64_t sweep_walk_steps(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                         const SparseSweepTiles& tiles, int64_t touched);
+int64_t sweep_entry_visits(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                           const SparseSweepTiles& tiles);
+
+// InvalidArgument naming `where` for a negative size, or a mask (SparseSmallCacheMask or
+// SparseMaskCounts) of another shape than the problem's.
+void check_shape(const char* where, const HeadShape& shape);
+template <typename MaskLike>
+void check_mask(const char* where, const HeadShape& shape, const MaskLike& mask) {
+  if (mask.seqlen_q() != shape.seqlen_q || mask.seqlen_k() != shape.seqlen_k) {
+    fail(where, ": the mask is ", mask.seqlen_q(), " x ", mask.seqlen_k(),
+         ", the problem has seqlen_q ", shape.seqlen_q, ", seqlen_k ", shape.seqlen_k);
+  }
+}
 
 void check_tiles(const char* where, const HeadShape& shape, const SparseSmallCacheMask& mask,
                  const SparseSmallCacheTiles& tiles, Pass pass);

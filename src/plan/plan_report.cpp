@@ -1,0 +1,198 @@
+// A plan's report (Plan::to_string) and its equality: every reported figure and the run.
+#include <spattn/plan.hpp>
+
+#include "plan/planned_run.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+namespace spattn {
+
+namespace {
+
+template <typename Shape>  // bounds::DenseShape, schedules::HeadShape
+bool same_shape(const Shape& a, const Shape& b) {
+  return a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.head_dim == b.head_dim &&
+         a.head_dim_v == b.head_dim_v;
+}
+
+bool same_cost(const AlgorithmCost& a, const AlgorithmCost& b) {
+  return a.feasible == b.feasible && a.min_cache_words == b.min_cache_words && a.reads == b.reads &&
+         a.writes == b.writes && a.index_words == b.index_words && a.tiles == b.tiles && a.flops == b.flops &&
+         a.time_price == b.time_price && a.partial_pairs == b.partial_pairs && a.entry_visits == b.entry_visits &&
+         a.walk_steps == b.walk_steps;
+}
+
+bool same_bound(const bounds::Bound& a, const bounds::Bound& b) {
+  return a.value == b.value && a.large_cache == b.large_cache && a.small_cache == b.small_cache &&
+         a.crossover_m == b.crossover_m && a.branch == b.branch;
+}
+
+bool same_run(const std::shared_ptr<const detail::PlannedRun>& a, const std::shared_ptr<const detail::PlannedRun>& b) {
+  if (!a || !b) return !a && !b;
+  return *a == *b;
+}
+
+bool same_tiles(const schedules::MatmulTiles& a, const schedules::MatmulTiles& b) {
+  return a.tile_m == b.tile_m && a.tile_n == b.tile_n && a.tile_k == b.tile_k;
+}
+
+bool same_tiles(const schedules::SmallCacheTiles& a, const schedules::SmallCacheTiles& b) {
+  return a.pass == b.pass && same_shape(a.shape, b.shape) && a.cache_words == b.cache_words &&
+         same_tiles(a.scores, b.scores) && same_tiles(a.output, b.output) && same_tiles(a.d_scores, b.d_scores) &&
+         same_tiles(a.dq, b.dq) && same_tiles(a.dk, b.dk) && same_tiles(a.dv, b.dv) && a.delta_rows == b.delta_rows &&
+         a.delta_cols == b.delta_cols;
+}
+
+bool same_tiles(const schedules::SparseSmallCacheTiles& a, const schedules::SparseSmallCacheTiles& b) {
+  return a.pass == b.pass && same_shape(a.shape, b.shape) && a.cache_words == b.cache_words && a.nnz == b.nnz &&
+         a.scores == b.scores && a.output == b.output && a.probs == b.probs && a.d_scores == b.d_scores &&
+         a.dq == b.dq && a.dk == b.dk && a.dv == b.dv;
+}
+
+}  // namespace
+
+namespace detail {
+
+// The same prepared mask, or two full masks of one shape (a full mask prepares nothing).
+bool same_mask(const Mask& a, const Mask& b) {
+  if (a.is_full() && b.is_full()) return a.seqlen_q() == b.seqlen_q() && a.seqlen_k() == b.seqlen_k();
+  return &a.cache() == &b.cache();
+}
+
+bool operator==(const PlannedGroup& a, const PlannedGroup& b) {
+  return same_mask(a.mask, b.mask) && a.heads == b.heads && a.algorithm == b.algorithm &&
+         a.flash_tiles == b.flash_tiles && a.flash_mask == b.flash_mask &&
+         same_tiles(a.small_cache_tiles, b.small_cache_tiles) &&
+         same_tiles(a.sparse_small_cache_tiles, b.sparse_small_cache_tiles) &&
+         a.sparse_small_cache_mask == b.sparse_small_cache_mask;
+}
+
+bool operator==(const PlannedRun& a, const PlannedRun& b) {
+  return a.pass == b.pass && a.cache_words == b.cache_words && a.groups == b.groups;
+}
+
+}  // namespace detail
+
+bool operator==(const Plan& a, const Plan& b) {
+  return a.pass == b.pass && same_shape(a.shape, b.shape) && a.num_heads == b.num_heads && a.cost_heads == b.cost_heads &&
+         a.cache_words == b.cache_words && a.requested == b.requested && a.algorithm == b.algorithm &&
+         a.objective == b.objective && same_cost(a.flash, b.flash) && same_cost(a.small_cache, b.small_cache) &&
+         a.reads == b.reads && a.writes == b.writes && a.kv_sum_reads == b.kv_sum_reads &&
+         a.kv_sum_writes == b.kv_sum_writes && same_bound(a.bound, b.bound) && a.compulsory == b.compulsory &&
+         a.ratio_to_bound == b.ratio_to_bound && a.ratio_to_flash == b.ratio_to_flash &&
+         a.switch_cache_words == b.switch_cache_words && a.switch_searched == b.switch_searched &&
+         a.sparse_inputs == b.sparse_inputs && a.head_masks == b.head_masks && a.masked == b.masked &&
+         a.z_qk == b.z_qk && a.z_input == b.z_input && a.theoretical_switch == b.theoretical_switch &&
+         a.beats_worst_case == b.beats_worst_case && same_run(a.run, b.run);
+}
+
+bool operator!=(const Plan& a, const Plan& b) { return !(a == b); }
+
+std::string Plan::to_string() const {
+  std::ostringstream out;
+  auto cost_line = [&](const char* name, const AlgorithmCost& cost) {
+    out << "  " << name << ": ";
+    if (!cost.feasible) {
+      out << "infeasible (needs M >= " << cost.min_cache_words << ")\n";
+    } else {
+      const int64_t repeats = num_heads / std::max<int64_t>(cost_heads, 1);
+      out << cost.total() * repeats << " words (" << cost.reads * repeats << " reads, "
+          << cost.writes * repeats << " writes)";
+      if (cost.flops > 0) out << ", " << static_cast<double>(cost.flops) * static_cast<double>(repeats) << " flops";
+      if (masked && objective == PlanObjective::time) {
+        const double r = static_cast<double>(repeats);
+        out << ", time price " << static_cast<double>(cost.time_price) * r;
+        if (cost.partial_pairs > 0) out << " (" << static_cast<double>(cost.partial_pairs) * r << " partial-tile pairs)";
+        if (cost.entry_visits > 0 || cost.walk_steps > 0) {
+          out << " (" << static_cast<double>(cost.entry_visits) * r << " entry visits, "
+              << static_cast<double>(cost.walk_steps) * r << " walk steps)";
+        }
+      }
+      out << "; tiles " << cost.tiles << '\n';
+    }
+  };
+  out << "plan (" << pass_name(pass) << "): seqlen_q " << shape.seqlen_q << ", seqlen_k "
+      << shape.seqlen_k << ", head_dim " << shape.head_dim << ", head_dim_v " << shape.head_dim_v
+      << ", heads " << num_heads << ", M " << cache_words << " words\n";
+  if (masked) {
+    const double area = static_cast<double>(shape.seqlen_q) * static_cast<double>(shape.seqlen_k) *
+                        static_cast<double>(std::max<int64_t>(cost_heads, 1));
+    // Several cost heads: one mask per head, or (sparse inputs) every head's own nonzeros with one
+    // mask or one per head, so Z_QK and Z_input are the heads' sums.
+    const std::string over = cost_heads > 1 ? " over " + std::to_string(cost_heads) + " heads" : std::string();
+    out << "  mask" << (head_masks ? "s (one per head)" : "") << ": " << z_qk
+        << " attended pairs" << over << " (density " << static_cast<double>(z_qk) / area
+        << "); Z_input = (nnz(Q) + nnz(K)) / 2 = " << z_input
+        << (cost_heads > 1 && sparse_inputs ? " summed" + over : std::string()) << "\n";
+  }
+  out << "  algorithm: " << algorithm_name(algorithm);
+  if (requested != Algorithm::automatic) {
+    out << " (requested)";
+  } else if (masked && objective == PlanObjective::time) {
+    out << " (chosen for time: the smaller time price)";
+  } else {
+    out << " (chosen: smaller predicted I/O)";
+  }
+  out << '\n';
+  out << "  predicted I/O: " << total() << " words (" << reads << " reads, " << writes
+      << " writes)\n";
+  if (kv_sum_reads + kv_sum_writes > 0) {
+    out << "  of which grouped-query dK/dV sums: " << kv_sum_reads << " reads, " << kv_sum_writes
+        << " writes\n";
+  }
+  cost_line("flash", flash);
+  if (masked && objective == PlanObjective::time) {
+    out << "    (tiles chosen for time; price in flash flops: " << time_rates().word << " per word, flops, "
+        << time_rates().flash_partial_pair << " per pair of a partial tile)\n";
+  }
+  cost_line("small_cache", small_cache);
+  if (masked && objective == PlanObjective::time) {
+    const TimeRates& rates = time_rates();
+    out << "    (tiles chosen for time; price: " << rates.word << " per word, " << rates.small_cache_entry_visit
+        << " per entry visit, " << rates.small_cache_walk_step << " per walk step, " << rates.small_cache_flop
+        << " per flop)\n";
+    out << "  time rates: " << rates.source << "\n";
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "  lower bound%s: %.4g words (%s branch; large-cache %.4g, small-cache %.4g; "
+                "branches cross at M = %.0f)\n",
+                masked ? " (sparse, worst case over masks)" : "", bound.value,
+                bounds::branch_name(bound.branch), bound.large_cache, bound.small_cache,
+                bound.crossover_m);
+  out << line;
+  std::snprintf(line, sizeof line,
+                "  ratio to bound: %.3g; ratio to flash: %.3g; compulsory I/O: %.4g words\n",
+                ratio_to_bound, ratio_to_flash, compulsory);
+  out << line;
+  if (beats_worst_case) {
+    out << "  this mask is structured: it moves fewer words than the worst-case bound allows for an "
+           "unstructured mask of the same Z_QK (expected, not a violation)\n";
+  }
+  if (switch_cache_words > 0) {
+    std::snprintf(line, sizeof line,
+                  "  switch: auto changes algorithm at M = %lld words (%.3g times the theoretical "
+                  "%s = %.0f)\n",
+                  static_cast<long long>(switch_cache_words),
+                  theoretical_switch > 0 ? static_cast<double>(switch_cache_words) / theoretical_switch : 0.0,
+                  masked ? "Z_input^2 / Z_QK" : "d^2", theoretical_switch);
+    out << line;
+  } else if (head_masks) {
+    out << "  switch: not searched for per-head masks (each mask has its own)\n";
+  } else if (!switch_searched) {
+    // Only dense-input plans can search it (sparse_inputs.hpp's plan never does).
+    out << (sparse_inputs
+                ? "  switch: not searched for sparse inputs"
+                : "  switch: not searched (spattn plan --switch searches it for dense inputs)")
+        << "; theory puts it at Z_input^2 / Z_QK = " << theoretical_switch << " words"
+        << (cost_heads > 1 ? " (for the first head; each head has its own)" : "") << "\n";
+  } else {
+    out << "  switch: none in range (one algorithm is cheaper at every M)\n";
+  }
+  return out.str();
+}
+
+}  // namespace spattn

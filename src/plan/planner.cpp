@@ -1,0 +1,163 @@
+// The planner's public entry points (spattn/plan.hpp) and its plan of one mask's heads: both
+// algorithms predicted exactly, the choice, the bound, the switch M, and the typed run.
+#include <spattn/plan.hpp>
+
+#include "plan/costs.hpp"
+#include "plan/planner.hpp"
+
+#include <spattn/error.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace spattn {
+
+using plan_detail::HeadCosts;
+
+const char* algorithm_name(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::automatic: return "auto";
+    case Algorithm::reference: return "reference";
+    case Algorithm::flash: return "flash";
+    case Algorithm::small_cache: return "small_cache";
+  }
+  return "?";
+}
+
+Algorithm parse_algorithm(const std::string& name) {
+  for (Algorithm a : {Algorithm::automatic, Algorithm::reference, Algorithm::flash,
+                      Algorithm::small_cache}) {
+    if (name == algorithm_name(a)) return a;
+  }
+  fail("algorithm: '", name, "' is not one of auto, reference, flash, small_cache");
+}
+
+const char* pass_name(Pass pass) { return pass == Pass::forward ? "forward" : "backward"; }
+
+const char* plan_objective_name(PlanObjective objective) {
+  return objective == PlanObjective::words ? "words" : "time";
+}
+
+PlanObjective parse_plan_objective(const std::string& name) {
+  if (name == "words") return PlanObjective::words;
+  if (name == "time") return PlanObjective::time;
+  fail("tile objective: '", name, "' is not one of words, time");
+}
+
+Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& small_cache, bool masked,
+                           PlanObjective objective) {
+  if (!flash.feasible || !small_cache.feasible) return flash.feasible ? Algorithm::flash : Algorithm::small_cache;
+  return plan_detail::choice_margin(flash, small_cache, masked, objective) > 0 ? Algorithm::small_cache : Algorithm::flash;
+}
+
+Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
+                Algorithm requested, int64_t num_heads) {
+  return plan_attention(shape, Mask::full(std::max<int64_t>(shape.seqlen_q, 0), std::max<int64_t>(shape.seqlen_k, 0)),
+                        cache_words, pass, requested, num_heads, true);
+}
+
+Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
+                    Pass pass, Algorithm requested, int64_t num_heads, bool search_switch,
+                    PlanObjective objective) {
+  std::vector<int64_t> heads(static_cast<size_t>(std::max<int64_t>(num_heads, 0)));
+  for (size_t h = 0; h < heads.size(); ++h) heads[h] = static_cast<int64_t>(h);
+  return plan_detail::plan_one_mask(shape, mask, cache_words, pass, requested, num_heads, search_switch, objective,
+                                    std::move(heads));
+}
+
+namespace plan_detail {
+
+Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, Pass pass,
+                   Algorithm requested, int64_t num_heads, bool search_switch, PlanObjective objective,
+                   std::vector<int64_t> run_heads) {
+  if (cache_words < 1) fail("plan: cache size M = ", cache_words, " words must be >= 1");
+  if (num_heads < 0) fail("plan: num_heads = ", num_heads, " must be >= 0");
+  if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
+    fail("plan: seqlen_q = ", shape.seqlen_q, ", seqlen_k = ", shape.seqlen_k, ", head_dim = ",
+         shape.head_dim, ", head_dim_v = ", shape.head_dim_v, " must all be >= 0");
+  }
+  if (requested == Algorithm::reference) {
+    fail("plan: the reference is not a schedule; it has no plan (choose auto, flash or small_cache)");
+  }
+  if (mask.seqlen_q() != shape.seqlen_q || mask.seqlen_k() != shape.seqlen_k) {
+    fail("plan: the mask is ", mask.seqlen_q(), " x ", mask.seqlen_k(), ", the problem ",
+         shape.seqlen_q, " x ", shape.seqlen_k);
+  }
+  const schedules::HeadShape head = head_shape(shape);
+  const Mask* sparse_mask = mask.is_full() ? nullptr : &mask;
+  Plan plan;
+  plan.pass = pass;
+  plan.shape = shape;
+  plan.shape.head_dim_v = head.head_dim_v;
+  plan.num_heads = num_heads;
+  plan.cache_words = cache_words;
+  plan.requested = requested;
+  plan.objective = objective;
+  const HeadCosts costs = head_costs(head, sparse_mask, cache_words, pass, objective);
+  plan.flash = costs.flash;
+  plan.small_cache = costs.small_cache;
+
+  if (requested == Algorithm::flash && !plan.flash.feasible) {
+    fail("plan: flash ", pass_name(pass), " needs M >= ", plan.flash.min_cache_words,
+         " words for head_dim ", head.head_dim, ", head_dim_v ", head.head_dim_v, "; got M = ",
+         cache_words);
+  }
+  if (requested == Algorithm::small_cache && !plan.small_cache.feasible) {
+    fail("plan: small_cache ", pass_name(pass), " needs M >= ", plan.small_cache.min_cache_words,
+         " words; got M = ", cache_words);
+  }
+  if (!plan.flash.feasible && !plan.small_cache.feasible) {
+    fail("plan: M = ", cache_words, " words fits neither flash (needs ", plan.flash.min_cache_words,
+         ") nor small_cache (needs ", plan.small_cache.min_cache_words, ")");
+  }
+  plan.algorithm = requested == Algorithm::automatic
+                       ? choose_algorithm(plan.flash, plan.small_cache, sparse_mask != nullptr, objective)
+                       : requested;
+  const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
+  plan.reads = chosen.reads * num_heads;
+  plan.writes = chosen.writes * num_heads;
+
+  const double heads = static_cast<double>(num_heads);
+  const auto cache = static_cast<double>(cache_words);
+  plan.masked = sparse_mask != nullptr;
+  plan.z_qk = mask.nnz();
+  plan.z_input = 0.5 * static_cast<double>(shape.seqlen_q + shape.seqlen_k) * static_cast<double>(shape.head_dim);
+  if (plan.masked) {
+    plan.bound = bounds::sparse(plan.z_input, static_cast<double>(plan.z_qk), cache);
+  } else {
+    plan.bound = pass == Pass::forward ? bounds::dense_forward(plan.shape, cache)
+                                       : bounds::dense_backward(plan.shape, cache);
+  }
+  plan.theoretical_switch = plan.bound.crossover_m;
+  plan.bound.large_cache *= heads;
+  plan.bound.small_cache *= heads;
+  plan.bound.value *= heads;
+  plan.compulsory = heads * (pass == Pass::forward ? bounds::compulsory_forward(plan.shape)
+                                                   : bounds::compulsory_backward(plan.shape));
+  const double total = static_cast<double>(plan.total());
+  plan.ratio_to_bound = plan.bound.value > 0.0 ? total / plan.bound.value : 0.0;
+  plan.ratio_to_flash = plan.flash.feasible && plan.flash.total() > 0
+                            ? total / (heads * static_cast<double>(plan.flash.total()))
+                            : 0.0;
+  plan.beats_worst_case = plan.masked && plan.ratio_to_bound < 1.0;
+  auto run = std::make_shared<detail::PlannedRun>();
+  run->pass = pass;
+  run->cache_words = cache_words;
+  if (!run_heads.empty()) {
+    run->groups.push_back(plan_detail::planned_group(mask, std::move(run_heads), plan.algorithm, costs, pass));
+  }
+  plan.run = std::move(run);
+  if (search_switch || !plan.masked) {
+    const auto switches =
+        sparse_mask != nullptr ? find_switches(head, sparse_mask, pass, objective) : dense_switches(head, pass);
+    plan.switch_cache_words = nearest_switch(switches, cache_words);
+    plan.switch_searched = true;
+  }
+  return plan;
+}
+
+}  // namespace plan_detail
+
+}  // namespace spattn

@@ -1,0 +1,50 @@
+// The planner's entry points for whole calls: the API plans every call here, and the previews
+// (plan_attention) call the same functions with the same defaults, so the plan a user previews is
+// the plan that runs. Private to src (the public declarations are in spattn/plan.hpp,
+// spattn/attention.hpp and spattn/sparse_inputs.hpp).
+#pragma once
+
+#include <spattn/bounds.hpp>
+#include <spattn/mask.hpp>
+#include <spattn/plan.hpp>
+#include <spattn/sparse_inputs.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace spattn::plan_detail {
+
+// The heads of one call: batch entries, query heads, and kv heads (heads is a multiple of kv_heads:
+// grouped-query attention when larger).
+struct CallHeads {
+  int64_t batch = 1;
+  int64_t heads = 1;
+  int64_t kv_heads = 1;
+};
+
+// One mask's plan for `num_heads` head problems that run as one group of query heads `heads`
+// (plan_attention's checks and messages; a requested algorithm that does not fit M throws).
+Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, Pass pass,
+                   Algorithm requested, int64_t num_heads, bool search_switch, PlanObjective objective,
+                   std::vector<int64_t> heads);
+
+// A call with dense inputs: the query heads grouped by mask (`masks`: one for all heads, or one per
+// query head; checked by the caller), every group planned over its mask, one algorithm for all of
+// them (auto: the smaller sum over all heads), and in the backward the grouped-query dK/dV sums
+// (head_groups.cpp). Algorithm::reference plans the automatic choice, for reporting.
+Plan plan_dense_inputs(const bounds::DenseShape& shape, const std::vector<Mask>& masks, const CallHeads& heads,
+                       int64_t cache_words, Pass pass, Algorithm requested, PlanObjective objective);
+
+// A call with CSR (or dense) inputs, checked by the caller: every (batch, query head) priced with
+// its own nonzeros and mask, for words; one algorithm for all heads; the grouped-query sums in the
+// backward (csr_inputs_plan.cpp).
+Plan plan_csr_inputs(const bounds::DenseShape& shape, const MultiHeadInputs& inputs, const std::vector<Mask>& masks,
+                     int64_t cache_words, Pass pass, Algorithm requested);
+
+// Adds the backward's grouped-query dK, dV sums to `plan` (none when heads == kv_heads): per batch
+// entry and kv head, the group's partials read once each and the sum written once (exact; the
+// words kv_reduction.hpp moves):
+//   reads  group * seqlen_k * (d + d_v),  writes seqlen_k * (d + d_v).
+void add_kv_sums(Plan& plan, const bounds::DenseShape& shape, const CallHeads& heads);
+
+}  // namespace spattn::plan_detail
