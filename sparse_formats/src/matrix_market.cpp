@@ -4,6 +4,8 @@
 
 #include <sparse_formats/error.hpp>
 
+#include "matrix_market_lines.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -18,6 +20,8 @@
 namespace sparse_formats {
 namespace {
 
+using namespace mtx_detail;
+
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 // Storage reserved up front from a declared count; beyond it, vectors grow with the data read.
 constexpr int64_t kReserveCap = int64_t{1} << 16;
@@ -26,105 +30,6 @@ constexpr int64_t kReserveCap = int64_t{1} << 16;
 bool product_exceeds(int64_t a, int64_t b, int64_t limit) {
   if (a == 0 || b == 0) return false;
   return a > limit / b;
-}
-
-std::string lowercase(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-// Hands out lines with their 1-based numbers, and builds "<source>:<line>: ..." errors.
-class LineReader {
- public:
-  LineReader(std::istream& in, const std::string& source) : in_(in), source_(source) {}
-
-  // The next line (without its '\n' or '\r'); false at the end of the input.
-  bool next_line() {
-    if (!std::getline(in_, line_)) {
-      if (in_.bad()) fail(source_, ":", line_number_, ": read error");
-      return false;
-    }
-    ++line_number_;
-    if (!line_.empty() && line_.back() == '\r') line_.pop_back();
-    split();
-    return true;
-  }
-  // The next line that is neither blank nor a '%' comment; false at the end of the input.
-  bool next_content_line() {
-    while (next_line()) {
-      if (!tokens_.empty() && tokens_[0][0] != '%') return true;
-    }
-    return false;
-  }
-
-  const std::vector<std::string_view>& tokens() const { return tokens_; }
-  const std::string& line() const { return line_; }
-  int64_t line_number() const { return line_number_; }
-
-  template <typename... Parts>
-  [[noreturn]] void error(Parts&&... parts) const {
-    fail(source_, ":", line_number_, ": ", std::forward<Parts>(parts)...);
-  }
-
- private:
-  void split() {
-    tokens_.clear();
-    std::size_t pos = 0;
-    while (pos < line_.size()) {
-      while (pos < line_.size() && std::isspace(static_cast<unsigned char>(line_[pos]))) ++pos;
-      const std::size_t start = pos;
-      while (pos < line_.size() && !std::isspace(static_cast<unsigned char>(line_[pos]))) ++pos;
-      if (pos > start) tokens_.emplace_back(line_.data() + start, pos - start);
-    }
-  }
-
-  std::istream& in_;
-  const std::string& source_;
-  std::string line_;
-  std::vector<std::string_view> tokens_;
-  int64_t line_number_ = 0;
-};
-
-// from_chars rejects a leading '+', which some writers emit ("+1.5e+00").
-std::string_view strip_plus(std::string_view token) {
-  if (token.size() > 1 && token[0] == '+' && token[1] != '-' && token[1] != '+') {
-    token.remove_prefix(1);
-  }
-  return token;
-}
-
-int64_t parse_int64(const LineReader& lines, std::string_view token, const char* what) {
-  const std::string_view digits = strip_plus(token);
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec == std::errc::result_out_of_range) {
-    lines.error(what, " '", token, "' does not fit in a 64-bit integer");
-  }
-  if (ec != std::errc() || end != digits.data() + digits.size()) {
-    lines.error(what, " '", token, "' is not an integer");
-  }
-  return value;
-}
-
-double parse_value(const LineReader& lines, std::string_view token, bool integer_field,
-                   int64_t entry) {
-  if (integer_field) {
-    return static_cast<double>(parse_int64(lines, token, "integer value"));
-  }
-  const std::string_view number = strip_plus(token);
-  double value = 0.0;
-  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (ec == std::errc::result_out_of_range) {
-    lines.error("entry ", entry, ": value '", token, "' is out of the range of double");
-  }
-  if (ec != std::errc() || end != number.data() + number.size()) {
-    lines.error("entry ", entry, ": value '", token, "' is not a number");
-  }
-  if (!std::isfinite(value)) {
-    lines.error("entry ", entry, ": value '", token, "' is not finite (NaN / Inf are not allowed)");
-  }
-  return value;
 }
 
 enum class Field { real, integer, pattern };
