@@ -10,6 +10,7 @@ packages=(
   libgtest-dev googletest # the test suite
   gnuplot-nox             # spattn run/sweep --plot, spattn patterns --png (optional at build time)
   libopenblas-dev         # spattn_bench: the same-run sgemm roofline (optional at build time)
+  libtorch-dev python3-torch python3-pytest  # the PyTorch package and its tests (/usr/bin/python3)
 )
 
 missing=()

@@ -1,0 +1,63 @@
+// The Python-held mask (torch_mask.hpp).
+#include "torch_mask.hpp"
+
+#include <spattn/error.hpp>
+
+#include <sparse_formats/csr.hpp>
+
+#include <utility>
+#include <vector>
+
+namespace spattn::torch_ext {
+
+namespace {
+
+// An integer tensor of rank 1 on the CPU, as int64 values.
+std::vector<int64_t> index_vector(const at::Tensor& t, const char* name) {
+  if (t.device().type() != c10::DeviceType::CPU) fail("Mask.from_csr: ", name, " is on ", t.device().str(), ", not the CPU");
+  if (t.dim() != 1) fail("Mask.from_csr: ", name, " has ", t.dim(), " dimensions, expected 1");
+  if (!at::isIntegralType(t.scalar_type(), /*includeBool=*/false)) {
+    fail("Mask.from_csr: ", name, " has dtype ", c10::toString(t.scalar_type()), ", expected an integer dtype");
+  }
+  const at::Tensor values = t.to(at::kLong).contiguous();
+  const int64_t* data = values.data_ptr<int64_t>();
+  return std::vector<int64_t>(data, data + values.numel());
+}
+
+at::Tensor as_tensor(const int64_t* data, int64_t count) {
+  return at::from_blob(const_cast<int64_t*>(data), {count}, at::kLong).clone();
+}
+
+}  // namespace
+
+c10::intrusive_ptr<TorchMask> TorchMask::from_spec(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k) {
+  return c10::make_intrusive<TorchMask>(Mask::from_spec(spec, seqlen_q, seqlen_k));
+}
+
+c10::intrusive_ptr<TorchMask> TorchMask::from_csr(const at::Tensor& crow_indices, const at::Tensor& col_indices,
+                                                  int64_t seqlen_q, int64_t seqlen_k) {
+  std::vector<int64_t> row_ptr = index_vector(crow_indices, "crow_indices");
+  std::vector<int64_t> col_idx = index_vector(col_indices, "col_indices");
+  if (seqlen_q < 0 || seqlen_k < 0) fail("Mask.from_csr: shape (", seqlen_q, ", ", seqlen_k, ") is negative");
+  if (static_cast<int64_t>(row_ptr.size()) != seqlen_q + 1) {
+    fail("Mask.from_csr: crow_indices has ", row_ptr.size(), " entries, expected seqlen_q + 1 = ", seqlen_q + 1);
+  }
+  sparse_formats::CsrPattern<int64_t> pattern(seqlen_q, seqlen_k, std::move(row_ptr), std::move(col_idx));
+  return c10::make_intrusive<TorchMask>(Mask::from_csr(std::move(pattern), "mask"));
+}
+
+c10::intrusive_ptr<TorchMask> TorchMask::full(int64_t seqlen_q, int64_t seqlen_k) {
+  return c10::make_intrusive<TorchMask>(Mask::full(seqlen_q, seqlen_k));
+}
+
+at::Tensor TorchMask::crow_indices() const {
+  const auto csr = mask.csr();
+  return as_tensor(csr.row_ptr, csr.num_rows + 1);
+}
+
+at::Tensor TorchMask::col_indices() const {
+  const auto csr = mask.csr();
+  return as_tensor(csr.col_idx, csr.nnz());
+}
+
+}  // namespace spattn::torch_ext

@@ -1,0 +1,286 @@
+"""spattn for PyTorch: exact sparse attention with autograd.
+
+    import spattn.torch as st
+    mask = st.Mask.from_spec("sliding_window:w=128", seqlen, seqlen)   # build once, reuse
+    out = st.attention(q, k, v, mask)                                   # (batch, heads, seqlen, dim)
+    out.sum().backward()
+
+q is (batch, heads, seqlen_q, head_dim); k and v are (batch, kv_heads, seqlen_k, head_dim[_v]), with
+heads a multiple of kv_heads (grouped-query attention); any strides. ``mask`` is one Mask for every
+head, a list of one Mask per query head, or None (every pair attends). float32 runs spattn's
+schedules (flash, small_cache, or auto's choice); float64 runs the fp64 reference
+(``algorithm="reference"``), which is what ``torch.autograd.gradcheck`` differentiates. A fully
+masked row has output 0, LSE -inf and contributes no gradient.
+"""
+
+import json
+import math
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from ._ops import MaskClass, ops
+
+__all__ = ["Mask", "attention", "plan"]
+
+_ALGORITHMS = ("auto", "flash", "small_cache", "reference")
+_OBJECTIVES = ("time", "words")
+
+
+class Mask:
+    """A prepared attention mask: the (query, key) pairs that attend, held as CSR.
+
+    Build it once and pass it to every layer and call: what the planner and the schedules need is
+    built inside on first use and kept. Generated patterns take no seqlen_q x seqlen_k memory.
+    """
+
+    def __init__(self, handle):
+        if not isinstance(handle, torch.ScriptObject):
+            raise TypeError("Mask: build masks with Mask.from_spec, from_dense, from_csr, from_sparse or full")
+        self._handle = handle
+
+    @staticmethod
+    def from_spec(spec: str, seqlen_q: int, seqlen_k: int) -> "Mask":
+        """Any PATTERN-SPEC ("causal", "sliding_window:w=128", "bigbird:block=64,...", compositions)."""
+        if not isinstance(spec, str):
+            raise TypeError(f"Mask.from_spec: spec must be a str, got {type(spec).__name__}")
+        _check_length("Mask.from_spec", "seqlen_q", seqlen_q)
+        _check_length("Mask.from_spec", "seqlen_k", seqlen_k)
+        return Mask(_translate(lambda: MaskClass.from_spec(spec, int(seqlen_q), int(seqlen_k))))
+
+    @staticmethod
+    def full(seqlen_q: int, seqlen_k: int) -> "Mask":
+        _check_length("Mask.full", "seqlen_q", seqlen_q)
+        _check_length("Mask.full", "seqlen_k", seqlen_k)
+        return Mask(MaskClass.full(int(seqlen_q), int(seqlen_k)))
+
+    @staticmethod
+    def from_csr(crow_indices: torch.Tensor, col_indices: torch.Tensor, shape: Sequence[int]) -> "Mask":
+        """CSR structure (integer tensors); columns sorted and unique within a row."""
+        if len(shape) != 2:
+            raise ValueError(f"Mask.from_csr: shape must be (seqlen_q, seqlen_k), got {tuple(shape)}")
+        for name, t in (("crow_indices", crow_indices), ("col_indices", col_indices)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"Mask.from_csr: {name} must be a tensor, got {type(t).__name__}")
+        seqlen_q, seqlen_k = (int(x) for x in shape)
+        _check_length("Mask.from_csr", "shape[0]", seqlen_q)
+        _check_length("Mask.from_csr", "shape[1]", seqlen_k)
+        return Mask(_translate(lambda: MaskClass.from_csr(crow_indices.cpu(), col_indices.cpu(), seqlen_q, seqlen_k)))
+
+    @staticmethod
+    def from_dense(mask: torch.Tensor) -> "Mask":
+        """A (seqlen_q, seqlen_k) bool tensor: True where the pair attends."""
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
+            described = f"{mask.dtype} tensor of {mask.dim()} dimensions" if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise TypeError(f"Mask.from_dense: mask must be a 2-D bool tensor, got a {described}")
+        dense = mask.cpu()
+        counts = dense.sum(dim=1, dtype=torch.int64)
+        crow = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(counts, 0)])
+        return Mask.from_csr(crow, dense.nonzero()[:, 1], tuple(dense.shape))
+
+    @staticmethod
+    def from_sparse(mask: torch.Tensor) -> "Mask":
+        """A torch sparse CSR or BSR tensor of shape (seqlen_q, seqlen_k): its stored entries attend
+        (a BSR block attends whole; stored zeros attend too: the structure is the mask)."""
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"Mask.from_sparse: mask must be a tensor, got {type(mask).__name__}")
+        if mask.layout == torch.sparse_bsr:
+            rows, cols = mask.values().shape[1:3]
+            block = torch.ones(mask.values().shape[0], rows, cols, dtype=torch.bool)
+            dense = torch.sparse_bsr_tensor(mask.crow_indices(), mask.col_indices(), block, mask.shape).to_dense()
+            return Mask.from_dense(dense)
+        if mask.layout != torch.sparse_csr:
+            raise TypeError(f"Mask.from_sparse: mask must be a sparse CSR or BSR tensor, got layout {mask.layout}")
+        if mask.dim() != 2:
+            raise ValueError(f"Mask.from_sparse: mask has {mask.dim()} dimensions, expected 2")
+        return Mask.from_csr(mask.crow_indices(), mask.col_indices(), tuple(mask.shape))
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return (self._handle.seqlen_q(), self._handle.seqlen_k())
+
+    @property
+    def nnz(self) -> int:
+        """The attended pairs (Z_QK)."""
+        return self._handle.nnz()
+
+    def crow_indices(self) -> torch.Tensor:
+        return self._handle.crow_indices()
+
+    def col_indices(self) -> torch.Tensor:
+        return self._handle.col_indices()
+
+    def to_dense(self) -> torch.Tensor:
+        """The mask as a (seqlen_q, seqlen_k) bool tensor (for tests: it takes n^2 memory)."""
+        seqlen_q, seqlen_k = self.shape
+        crow = self.crow_indices()
+        rows = torch.repeat_interleave(torch.arange(seqlen_q), crow[1:] - crow[:-1])
+        dense = torch.zeros(seqlen_q, seqlen_k, dtype=torch.bool)
+        dense[rows, self.col_indices()] = True
+        return dense
+
+    def __repr__(self) -> str:
+        seqlen_q, seqlen_k = self.shape
+        return f"spattn.torch.Mask({seqlen_q} x {seqlen_k}, nnz={self.nnz})"
+
+
+MaskArg = Union[None, Mask, Sequence[Mask]]
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: MaskArg = None,
+    *,
+    scale: Optional[float] = None,
+    return_lse: bool = False,
+    algorithm: str = "auto",
+    cache_words: int = 0,
+    objective: str = "time",
+    threads: Optional[int] = None,
+    io: bool = False,
+):
+    """Attention over ``mask``, differentiable in q, k and v.
+
+    Returns the output (batch, heads, seqlen_q, head_dim_v); with ``return_lse`` also the row
+    logsumexp (batch, heads, seqlen_q), float32, natural log, -inf on a fully masked row (not
+    differentiable). With ``io`` a dict is appended: the plan that ran and the counted words per
+    operand (``predicted_reads`` == ``counted_reads``). ``cache_words`` is the fast memory M
+    (0: spattn's default), ``objective`` what the plan minimizes ("time" or "words"), ``threads``
+    the worker threads (None: torch.get_num_threads()).
+    """
+    masks, call = _check_call("spattn.torch.attention", q, k, v, mask, scale, algorithm, cache_words, objective)
+    workers = _check_threads(threads)
+    report = {}
+    out, lse = _Attention.apply(q, k, v, masks, scale, algorithm, int(cache_words), objective, workers, io, report)
+    result = (out, lse) if return_lse else (out,)
+    if io:
+        result = result + (report,)
+    return result[0] if len(result) == 1 else result
+
+
+def plan(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: MaskArg = None,
+    *,
+    pass_: str = "forward",
+    algorithm: str = "auto",
+    cache_words: int = 0,
+    objective: str = "time",
+) -> dict:
+    """The plan ``attention`` with the same arguments runs for ``pass_`` ("forward" or
+    "backward"), without running it: the algorithm, the tiles, the predicted words, the bound."""
+    masks, call = _check_call("spattn.torch.plan", q, k, v, mask, None, algorithm, cache_words, objective)
+    if pass_ not in ("forward", "backward"):
+        raise ValueError(f"spattn.torch.plan: pass_ must be 'forward' or 'backward', got {pass_!r}")
+    if algorithm == "reference":
+        raise ValueError("spattn.torch.plan: the reference is not a schedule and has no plan")
+    handles = [m._handle for m in masks]
+    return json.loads(_translate(lambda: ops.plan(call, handles, pass_, algorithm, int(cache_words), objective)))
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, masks, scale, algorithm, cache_words, objective, threads, io, report):
+        handles = [m._handle for m in masks]
+        out, lse, text = _translate(
+            lambda: ops.forward(q, k, v, handles, scale, algorithm, cache_words, objective, threads, io)
+        )
+        if io:
+            report.update(json.loads(text))
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.settings = (handles, scale, algorithm, cache_words, objective, threads)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, d_out, _d_lse):
+        q, k, v, out, lse = ctx.saved_tensors
+        handles, scale, algorithm, cache_words, objective, threads = ctx.settings
+        if d_out is None:
+            return (None,) * 11
+        dq, dk, dv, _ = _translate(
+            lambda: ops.backward(
+                q, k, v, out, lse, d_out.to(q.dtype), handles, scale, algorithm, cache_words, objective, threads, False
+            )
+        )
+        return dq, dk, dv, None, None, None, None, None, None, None, None
+
+
+def _translate(call):
+    """spattn's C++ errors reach Python as RuntimeError; bad input is a ValueError."""
+    try:
+        return call()
+    except RuntimeError as error:
+        raise ValueError(str(error).split("\nException raised from")[0]) from None
+
+
+def _check_length(where: str, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}: {name} must be a non-negative int, got {value!r}")
+
+
+def _check_threads(threads) -> int:
+    if threads is None:
+        return torch.get_num_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"spattn.torch.attention: threads must be a positive int or None, got {threads!r}")
+    return threads
+
+
+def _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective) -> Tuple[List[Mask], List[int]]:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{where}: {name} must be a tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{where}: {name} has {t.dim()} dimensions {tuple(t.shape)}, expected 4 (batch, heads, seqlen, dim)")
+        if t.device.type != "cpu":
+            raise ValueError(f"{where}: {name} is on {t.device}; spattn's ops run on the CPU in this build")
+    if q.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"{where}: q has dtype {q.dtype}, expected torch.float32 (or torch.float64 with algorithm='reference')")
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"{where}: {name} has dtype {t.dtype}, q has {q.dtype}")
+    if algorithm not in _ALGORITHMS:
+        raise ValueError(f"{where}: algorithm must be one of {', '.join(_ALGORITHMS)}, got {algorithm!r}")
+    if q.dtype == torch.float64 and algorithm != "reference":
+        raise TypeError(f"{where}: float64 runs only with algorithm='reference' (the fp64 oracle), got {algorithm!r}")
+    if objective not in _OBJECTIVES:
+        raise ValueError(f"{where}: objective must be one of {', '.join(_OBJECTIVES)}, got {objective!r}")
+    if isinstance(cache_words, bool) or not isinstance(cache_words, int) or cache_words < 0:
+        raise ValueError(f"{where}: cache_words must be a non-negative int (0: the default), got {cache_words!r}")
+    if scale is not None and (not isinstance(scale, (int, float)) or not math.isfinite(scale)):
+        raise ValueError(f"{where}: scale must be a finite number or None, got {scale!r}")
+    batch, heads, seqlen_q, head_dim = q.shape
+    if k.shape[0] != batch or v.shape[0] != batch:
+        raise ValueError(f"{where}: batch differs: q {batch}, k {k.shape[0]}, v {v.shape[0]}")
+    kv_heads, seqlen_k = k.shape[1], k.shape[2]
+    if k.shape[3] != head_dim:
+        raise ValueError(f"{where}: k has head_dim {k.shape[3]}, q has {head_dim}")
+    if v.shape[1] != kv_heads or v.shape[2] != seqlen_k:
+        raise ValueError(f"{where}: v has {v.shape[1]} heads and seqlen {v.shape[2]}, k has {kv_heads} and {seqlen_k}")
+    if (kv_heads == 0 and heads != 0) or (kv_heads > 0 and heads % kv_heads != 0):
+        raise ValueError(f"{where}: q has {heads} heads, not a multiple of k's {kv_heads} heads")
+    masks = _masks_of(where, mask, heads, seqlen_q, seqlen_k)
+    return masks, [batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, v.shape[3]]
+
+
+def _masks_of(where, mask, heads, seqlen_q, seqlen_k) -> List[Mask]:
+    if mask is None:
+        return [Mask.full(seqlen_q, seqlen_k)]
+    per_head = not isinstance(mask, Mask)
+    if per_head and not isinstance(mask, (list, tuple)):
+        raise TypeError(f"{where}: mask must be a spattn.torch.Mask, a list of one per query head, or None; got {type(mask).__name__}")
+    masks = list(mask) if per_head else [mask]
+    if per_head and len(masks) != heads:
+        raise ValueError(f"{where}: mask has {len(masks)} masks, q has {heads} heads (one mask per query head)")
+    for index, m in enumerate(masks):
+        name = f"mask[{index}]" if per_head else "mask"
+        if not isinstance(m, Mask):
+            raise TypeError(f"{where}: {name} must be a spattn.torch.Mask, got {type(m).__name__}")
+        if m.shape != (seqlen_q, seqlen_k):
+            raise ValueError(f"{where}: {name} is {m.shape[0]} x {m.shape[1]}, but q has seqlen {seqlen_q} and k has seqlen {seqlen_k}")
+    return masks

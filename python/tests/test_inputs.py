@@ -1,0 +1,89 @@
+"""Masks built every way agree, and bad input is a clear Python exception naming the argument,
+raised before anything runs."""
+
+import pytest
+import torch
+
+import spattn.torch as st
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state")
+def test_masks_from_spec_dense_csr_and_sparse_tensors_agree():
+    spec = st.Mask.from_spec("sliding_window:w=2", 9, 7)
+    dense = spec.to_dense()
+    assert dense.shape == (9, 7) and spec.nnz == int(dense.sum()) > 0
+    from_dense = st.Mask.from_dense(dense)
+    from_csr = st.Mask.from_csr(spec.crow_indices(), spec.col_indices(), (9, 7))
+    from_sparse = st.Mask.from_sparse(dense.to_sparse_csr())
+    for mask in (from_dense, from_csr, from_sparse):
+        assert torch.equal(mask.to_dense(), dense)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse BSR tensor support is in beta state")
+def test_a_bsr_tensor_attends_whole_blocks():
+    crow = torch.tensor([0, 1, 2])
+    col = torch.tensor([0, 1])
+    blocks = torch.zeros(2, 2, 3)  # stored blocks attend whole, whatever their values
+    bsr = torch.sparse_bsr_tensor(crow, col, blocks, (4, 6))
+    expected = torch.zeros(4, 6, dtype=torch.bool)
+    expected[0:2, 0:3] = True
+    expected[2:4, 3:6] = True
+    assert torch.equal(st.Mask.from_sparse(bsr).to_dense(), expected)
+
+
+def test_a_mask_is_reused_across_calls_and_shapes_of_batch():
+    mask = st.Mask.from_spec("causal", 8, 8)
+    for batch in (1, 3):
+        q = torch.randn(batch, 2, 8, 4)
+        assert st.attention(q, q, q, mask).shape == (batch, 2, 8, 4)
+
+
+def bad_call(**changes):
+    args = dict(q=torch.randn(1, 4, 8, 4), k=torch.randn(1, 2, 8, 4), v=torch.randn(1, 2, 8, 4),
+                mask=st.Mask.from_spec("causal", 8, 8))
+    args.update(changes)
+    q, k, v, mask = args.pop("q"), args.pop("k"), args.pop("v"), args.pop("mask")
+    return lambda: st.attention(q, k, v, mask, **args)
+
+
+@pytest.mark.parametrize(
+    "changes, error, words",
+    [
+        (dict(q=torch.randn(4, 8, 4)), ValueError, "q has 3 dimensions"),
+        (dict(q=torch.randn(1, 4, 8, 4).half()), TypeError, "q has dtype torch.float16"),
+        (dict(k=torch.randn(1, 2, 8, 4).double()), TypeError, "k has dtype torch.float64"),
+        (dict(k=torch.randn(1, 3, 8, 4), v=torch.randn(1, 3, 8, 4)), ValueError, "not a multiple of k's 3 heads"),
+        (dict(k=torch.randn(1, 2, 8, 5)), ValueError, "k has head_dim 5"),
+        (dict(mask=st.Mask.from_spec("causal", 8, 9)), ValueError, "mask is 8 x 9"),
+        (dict(mask=[st.Mask.full(8, 8)] * 3), ValueError, "mask has 3 masks, q has 4 heads"),
+        (dict(mask="causal"), TypeError, "mask must be a spattn.torch.Mask, a list"),
+        (dict(mask=["causal"] * 4), TypeError, "mask[0] must be a spattn.torch.Mask"),
+        (dict(algorithm="fast"), ValueError, "algorithm must be one of"),
+        (dict(objective="speed"), ValueError, "objective must be one of"),
+        (dict(cache_words=-1), ValueError, "cache_words must be a non-negative int"),
+        (dict(scale=float("nan")), ValueError, "scale must be a finite number"),
+        (dict(threads=0), ValueError, "threads must be a positive int"),
+        (dict(q=torch.randn(1, 4, 8, 4).double(), k=torch.randn(1, 2, 8, 4).double(),
+              v=torch.randn(1, 2, 8, 4).double()), TypeError, "float64 runs only with algorithm='reference'"),
+        (dict(cache_words=3, algorithm="flash"), ValueError, "flash forward needs M >="),
+    ],
+)
+def test_bad_input_names_the_argument(changes, error, words):
+    with pytest.raises(error) as raised:
+        bad_call(**changes)()
+    assert words in str(raised.value)
+
+
+def test_bad_masks_are_refused_with_the_field_named():
+    with pytest.raises(ValueError, match="crow_indices has 3 entries"):
+        st.Mask.from_csr(torch.tensor([0, 1, 2]), torch.tensor([0, 1]), (3, 3))
+    with pytest.raises(ValueError, match="col_indices has dtype"):
+        st.Mask.from_csr(torch.tensor([0, 1]), torch.tensor([0.5]), (1, 3))
+    with pytest.raises(ValueError):
+        st.Mask.from_csr(torch.tensor([0, 2]), torch.tensor([1, 0]), (1, 3))  # columns not increasing
+    with pytest.raises(ValueError, match="spec"):
+        st.Mask.from_spec("no_such_pattern", 4, 4)
+    with pytest.raises(TypeError, match="2-D bool tensor"):
+        st.Mask.from_dense(torch.ones(3, 3))
+    with pytest.raises(ValueError, match="seqlen_q must be a non-negative int"):
+        st.Mask.from_spec("causal", -1, 4)
