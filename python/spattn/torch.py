@@ -95,6 +95,16 @@ class Mask:
             raise ValueError(f"Mask.from_sparse: mask has {mask.dim()} dimensions, expected 2")
         return Mask.from_csr(mask.crow_indices(), mask.col_indices(), tuple(mask.shape))
 
+    @staticmethod
+    def from_block_mask(block_mask, batch: int = 0) -> Union["Mask", List["Mask"]]:
+        """A FlexAttention BlockMask, exactly (its full blocks whole, its partial blocks where its
+        mask_mod holds): one Mask per head, or a single Mask when it has one head (spattn masks are
+        shared over the batch: ``batch`` picks the BlockMask's batch entry)."""
+        from .block_mask import masks_from_block_mask
+
+        masks = masks_from_block_mask(block_mask, batch)
+        return masks[0] if len(masks) == 1 else masks
+
     @property
     def shape(self) -> Tuple[int, int]:
         return (self._handle.seqlen_q(), self._handle.seqlen_k())

@@ -6,6 +6,7 @@ import torch
 
 import spattn.torch as st
 from conftest import dense_attention, head_masks
+from spattn.testing import within_tolerance
 
 PATTERNS = ["full", "causal", "sliding_window:w=3", "random:p=0.3,seed=5", "documents:num_docs={docs},causal=1"]  # {docs}: min(3, n)
 SIZES = [1, 7, 97, 257]
@@ -31,7 +32,8 @@ def errors(q, k, v, masks, heads, run):
         results[name] = [out.detach().double(), qq.grad.double(), kk.grad.double(), vv.grad.double()]
     spattn_error = [(a - b).abs().max().item() for a, b in zip(results["spattn"], results["exact"])]
     naive_error = [(a - b).abs().max().item() for a, b in zip(results["naive"], results["exact"])]
-    return spattn_error, naive_error, results["spattn"]
+    largest = [b.abs().max().item() for b in results["exact"]]
+    return spattn_error, naive_error, largest, results["spattn"]
 
 
 @pytest.mark.parametrize("algorithm", ["flash", "small_cache", "auto"])
@@ -41,9 +43,9 @@ def test_matches_float64_within_twice_the_naive_error(pattern, algorithm, genera
         q, k, v = make_inputs(1, 4, 2, n, n, 16, generator)
         mask = st.Mask.from_spec(pattern.format(docs=min(3, n)), n, n)
         run = lambda a, b, c: st.attention(a, b, c, mask, algorithm=algorithm, cache_words=2048)  # noqa: E731
-        spattn_error, naive_error, outputs = errors(q, k, v, mask, 4, run)
-        for what, ours, naive in zip(("o", "dq", "dk", "dv"), spattn_error, naive_error):
-            assert ours <= 2 * naive + 1e-6, f"{pattern} n {n} {algorithm}: {what} error {ours:.3g}, naive {naive:.3g}"
+        spattn_error, naive_error, largest, outputs = errors(q, k, v, mask, 4, run)
+        for what, ours, naive, big in zip(("o", "dq", "dk", "dv"), spattn_error, naive_error, largest):
+            assert within_tolerance(ours, naive, big), f"{pattern} n {n} {algorithm}: {what} error {ours:.3g}, naive {naive:.3g}"
         if mask.nnz > 0 and n > 1:
             assert outputs[0].abs().max() > 0 and outputs[1].abs().max() > 0, f"{pattern} n {n}: trivial outputs"
 
@@ -56,9 +58,9 @@ def test_rectangular_per_head_masks_and_strided_views(generator):
     v = torch.randn(2, 1, seqlen_k, 8, generator=generator, requires_grad=True)
     masks = [st.Mask.from_spec(spec, seqlen_q, seqlen_k) for spec in ("causal", "sliding_window:w=2", "full")]
     run = lambda a, b, c: st.attention(a, b, c, masks, algorithm="auto")  # noqa: E731
-    spattn_error, naive_error, _ = errors(q, k, v, masks, heads, run)
-    for ours, naive in zip(spattn_error, naive_error):
-        assert ours <= 2 * naive + 1e-6
+    spattn_error, naive_error, largest, _ = errors(q, k, v, masks, heads, run)
+    for ours, naive, big in zip(spattn_error, naive_error, largest):
+        assert within_tolerance(ours, naive, big)
 
 
 def test_a_fully_masked_row_gives_zero_output_minus_infinity_lse_and_no_gradient(generator):
