@@ -1,0 +1,118 @@
+"""spattn.torch.attention against torch's dense masked attention on the CPU, in one run.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/torch_op_bench.py [--n 4096 16384] [--reps 3]
+
+For each mask (a sliding window of half-width 256, documents, BigBird) and n: the median time of
+the forward, the backward and both, for spattn's op (auto's choice, float32) and for torch's dense
+masked attention on the same tensors (scores materialized: n x n per head), and the ratio
+torch / spattn. Where the dense path's intermediates would not fit in --dense-limit-gib, it is not
+run and the table says so. Then the Python wrapper's overhead: st.attention against the raw op
+(torch.ops.spattn.forward) on the same inputs at n = 128 and n = 1024.
+"""
+
+import argparse
+import platform
+import statistics
+import time
+
+import torch
+
+import spattn.torch as st
+from spattn._ops import ops
+
+MASKS = {
+    "window 256": "sliding_window:w=256",
+    "documents": "documents:num_docs=8",
+    "bigbird": "bigbird:block=64,w=1,g=2,r=3,seed=7",
+}
+
+
+def median_seconds(fn, reps):
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def dense_attention(q, k, v, dense_mask):
+    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    probs = torch.softmax(scores.masked_fill(~dense_mask, float("-inf")), dim=-1).nan_to_num(0.0)
+    return probs @ v
+
+
+def time_passes(forward, inputs, reps):
+    """Median forward, backward and forward+backward seconds of forward(*inputs)."""
+    d_out = torch.randn_like(forward(*inputs))
+
+    def fwd():
+        with torch.no_grad():
+            forward(*inputs)
+
+    def both():
+        out = forward(*inputs)
+        out.backward(d_out)
+
+    def bwd_only():
+        out = forward(*inputs)
+        start = time.perf_counter()
+        out.backward(d_out)
+        return time.perf_counter() - start
+
+    both()  # warm: the mask's plans and structures for both passes are built on first use
+    backward = statistics.median(bwd_only() for _ in range(reps))
+    return median_seconds(fwd, reps), backward, median_seconds(both, reps)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, nargs="+", default=[4096, 16384])
+    parser.add_argument("--d", type=int, default=64)
+    parser.add_argument("--heads", type=int, default=1)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave torch's default)")
+    parser.add_argument("--dense-limit-gib", type=float, default=12.0,
+                        help="skip the dense path when its n x n intermediates would take more")
+    args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+
+    print(f"spattn.torch vs torch dense masked attention | {platform.processor() or platform.machine()} | "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads | d {args.d}, heads {args.heads}, float32")
+    print(f"{'mask':<11} {'n':>6} | {'spattn fwd':>10} {'bwd':>9} {'both':>9} | {'torch fwd':>10} {'bwd':>9} "
+          f"{'both':>9} | torch/spattn fwd bwd both (ms)")
+    generator = torch.Generator().manual_seed(0)
+    for name, spec in MASKS.items():
+        for n in args.n:
+            q, k, v = (torch.randn(1, args.heads, n, args.d, generator=generator).requires_grad_() for _ in range(3))
+            mask = st.Mask.from_spec(spec, n, n)
+            ours = time_passes(lambda a, b, c: st.attention(a, b, c, mask), (q, k, v), args.reps)
+            # scores, probabilities and their gradients: about 4 n^2 floats per head
+            dense_gib = 4 * 4 * args.heads * n * n / 2**30
+            if dense_gib > args.dense_limit_gib:
+                theirs = None
+            else:
+                dense_mask = mask.to_dense()
+                theirs = time_passes(lambda a, b, c: dense_attention(a, b, c, dense_mask), (q, k, v), args.reps)
+            row = f"{name:<11} {n:>6} | " + " ".join(f"{1e3 * t:9.1f}" for t in ours) + " | "
+            if theirs is None:
+                row += f"not run: its intermediates need about {dense_gib:.0f} GiB (limit {args.dense_limit_gib:g})"
+            else:
+                row += " ".join(f"{1e3 * t:9.1f}" for t in theirs) + " | " + " ".join(
+                    f"{b / a:6.1f}x" for a, b in zip(ours, theirs))
+            print(row, flush=True)
+
+    print("\nThe Python wrapper's overhead over the raw op (forward, auto, median of 200 calls):")
+    for n in (128, 1024):
+        q, k, v = (torch.randn(1, args.heads, n, args.d, generator=generator) for _ in range(3))
+        mask = st.Mask.from_spec("sliding_window:w=64", n, n)
+        threads = torch.get_num_threads()
+        raw = median_seconds(lambda: ops.forward(q, k, v, [mask._handle], None, "auto", 0, "time", threads, False), 200)
+        wrapped = median_seconds(lambda: st.attention(q, k, v, mask), 200)
+        print(f"  n {n:>5}: raw op {1e6 * raw:8.1f} us, st.attention {1e6 * wrapped:8.1f} us, "
+              f"overhead {100 * (wrapped - raw) / raw:5.1f} %")
+
+
+if __name__ == "__main__":
+    main()
