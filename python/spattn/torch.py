@@ -129,6 +129,17 @@ class Mask:
         dense[rows, self.col_indices()] = True
         return dense
 
+    # A Mask is immutable: copies share it (a deep copy of a model keeps its masks), and pickling
+    # stores its structure, rebuilt (and validated) on load.
+    def __copy__(self) -> "Mask":
+        return self
+
+    def __deepcopy__(self, memo) -> "Mask":
+        return self
+
+    def __reduce__(self):
+        return (Mask.from_csr, (self.crow_indices(), self.col_indices(), self.shape))
+
     def __repr__(self) -> str:
         seqlen_q, seqlen_k = self.shape
         return f"spattn.torch.Mask({seqlen_q} x {seqlen_k}, nnz={self.nnz})"

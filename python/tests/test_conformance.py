@@ -1,6 +1,7 @@
 """The conformance suite passes torch's own dense masked attention and spattn's schedules, and
 fails a broken implementation naming the pattern; the BlockMask conversion is exact."""
 
+import os
 import subprocess
 import sys
 import types
@@ -50,13 +51,19 @@ def test_a_broken_implementation_fails_naming_the_pattern():
 
 
 def test_the_command_line_prints_the_table_and_exits_non_zero_on_a_failure():
+    here = os.path.dirname(os.path.abspath(__file__))
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join([here] + sys.path))
     command = [sys.executable, "-m", "spattn.conformance"]
-    good = subprocess.run(command + ["test_conformance:dense_torch_attention"], capture_output=True, text=True)
+
+    def run(target):
+        return subprocess.run(command + [target], capture_output=True, text=True, env=environment)
+
+    good = run("test_conformance:dense_torch_attention")
     assert good.returncode == 0, good.stdout + good.stderr
     assert " passed, 0 failed" in good.stdout
-    bad = subprocess.run(command + ["test_conformance:ignores_the_last_row"], capture_output=True, text=True)
+    bad = run("test_conformance:ignores_the_last_row")
     assert bad.returncode == 1 and "FAIL" in bad.stdout
-    missing = subprocess.run(command + ["test_conformance:no_such_function"], capture_output=True, text=True)
+    missing = run("test_conformance:no_such_function")
     assert missing.returncode == 2 and "no_such_function" in missing.stderr
 
 

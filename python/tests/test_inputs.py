@@ -31,6 +31,16 @@ def test_a_bsr_tensor_attends_whole_blocks():
     assert torch.equal(st.Mask.from_sparse(bsr).to_dense(), expected)
 
 
+def test_copies_share_a_mask_and_pickling_rebuilds_it():
+    import copy
+    import pickle
+
+    mask = st.Mask.from_spec("global_window:w=2,g=1,causal=1", 7, 7)
+    assert copy.deepcopy({"m": mask})["m"] is mask and copy.copy(mask) is mask
+    loaded = pickle.loads(pickle.dumps(mask))
+    assert loaded is not mask and torch.equal(loaded.to_dense(), mask.to_dense())
+
+
 def test_a_mask_is_reused_across_calls_and_shapes_of_batch():
     mask = st.Mask.from_spec("causal", 8, 8)
     for batch in (1, 3):
