@@ -201,7 +201,7 @@ inline std::string label(const std::string& spec, const Problem& p, CudaAlgorith
 }
 
 // Both algorithms, or those SPATTN_CUDA_TEST_ALGORITHMS names ("flash": the CPU emulation of the
-// flash kernels, tests/cuda_emulation/run.sh, has no cuSPARSE).
+// flash kernels, tests/cuda/emulation, has no cuSPARSE).
 inline std::vector<CudaAlgorithm> algorithms() {
   const char* only = std::getenv("SPATTN_CUDA_TEST_ALGORITHMS");
   std::vector<CudaAlgorithm> result;

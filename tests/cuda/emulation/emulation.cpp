@@ -1,7 +1,8 @@
-// The CPU emulation of the CUDA backend's flash path (run.sh): the flash kernels of
-// src/cuda/flash_kernels.cuh launched block after block on the host, the CUDA runtime calls that
-// src/cuda/{api,flash,runtime}.cu make served from host memory (one "device" with an H100/H200's
-// 232448 bytes of opt-in shared memory), and small_cache refused (it needs cuSPARSE).
+// The CPU emulation of the CUDA backend's flash path (the target cuda_attention_emulated): the
+// flash kernels of src/cuda/flash_kernels.cuh launched block after block on the host, the CUDA
+// runtime calls that src/cuda/{api,flash,runtime}.cu make served from host memory (one "device"
+// with an H100/H200's 232448 bytes of opt-in shared memory), and small_cache refused (it needs
+// cuSPARSE).
 #include "cuda/flash_kernels.cuh"
 #include "cuda/mma_kernels.cuh"
 #include "cuda/small_cache.hpp"

@@ -1,5 +1,5 @@
-// Force-included (-include) into every file of the CPU emulation of the flash kernels (run.sh):
-// the CUDA headers for their types, then the kernel keywords made plain C++ and a block of one
+// Force-included (-include, CMakeLists.txt) into every file of the CPU emulation of the flash
+// kernels: the CUDA headers for their types, then the kernel keywords made plain C++ and a block of one
 // thread (blockDim.x = 1), so that each "for (i = threadIdx.x; i < n; i += blockDim.x)" phase of a
 // kernel runs whole and __syncthreads() is a no-op. Races between threads are not modelled: the
 // barriers are checked by reading (docs/cuda.md); indexing, tails, lists, masks and math are.
