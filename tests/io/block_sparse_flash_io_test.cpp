@@ -6,6 +6,8 @@
 // block_sparse_flash_test.cpp. The printed numbers are quoted in docs/block_sparse.md.
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_mask.hpp"
+#include "support/flash_runs.hpp"
+#include "support/test_helpers.hpp"
 
 #include <sparse_formats/patterns.hpp>
 
@@ -17,7 +19,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -28,64 +29,13 @@ using spattn::io::FastMemory;
 using spattn::io::Ledger;
 using spattn::io::Operand;
 using spattn::io::WordKind;
+using spattn::testing::count_flash_backward;
+using spattn::testing::count_flash_forward;
+using spattn::testing::HeadFixture;
+using spattn::testing::log_log_slope;
 using ::testing::HasSubstr;
 using Mask = sparse_formats::CsrPattern<int64_t>;
 constexpr FlashMasking kMasked = FlashMasking::block_sparse;
-
-// One head with random data and its slow-memory arrays; runs the schedule counted.
-class Head {
- public:
-  explicit Head(const HeadShape& shape) : s_(shape) {
-    std::mt19937_64 engine(static_cast<uint64_t>(shape.seqlen_q * 131 + shape.seqlen_k * 7 + shape.head_dim));
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    auto fill = [&](std::vector<float>& values, int64_t rows, int64_t cols) {
-      values.resize(static_cast<size_t>(rows * cols));
-      for (float& value : values) value = uniform(engine);
-    };
-    fill(q_, s_.seqlen_q, s_.head_dim);
-    fill(k_, s_.seqlen_k, s_.head_dim);
-    fill(v_, s_.seqlen_k, s_.head_dim_v);
-    fill(d_o_, s_.seqlen_q, s_.head_dim_v);
-    o_.assign(static_cast<size_t>(s_.seqlen_q * s_.head_dim_v), 0.0f);
-    lse_.assign(static_cast<size_t>(s_.seqlen_q), 0.0f);
-    delta_.assign(static_cast<size_t>(s_.seqlen_q), 0.0f);
-    dq_.assign(q_.size(), 0.0f);
-    dk_.assign(k_.size(), 0.0f);
-    dv_.assign(v_.size(), 0.0f);
-  }
-
-  Ledger forward(const FlashTiles& tiles, int64_t cache_words, const FlashMask* mask) {
-    const int64_t n_q = s_.seqlen_q, n_k = s_.seqlen_k, d = s_.head_dim, e = s_.head_dim_v;
-    Ledger ledger;
-    FastMemory fast(cache_words, &ledger, "block-sparse flash forward");
-    flash_forward(fast, {in(q_, n_q, d), in(k_, n_k, d), in(v_, n_k, e), out(o_, n_q, e), out(lse_, n_q, 1), 0.5f},
-                  tiles, mask);
-    return ledger;
-  }
-
-  Ledger backward(const FlashTiles& tiles, int64_t cache_words, const FlashMask* mask) {
-    const int64_t n_q = s_.seqlen_q, n_k = s_.seqlen_k, d = s_.head_dim, e = s_.head_dim_v;
-    Ledger ledger;
-    FastMemory fast(cache_words, &ledger, "block-sparse flash backward");
-    flash_backward(fast,
-                   {in(q_, n_q, d), in(k_, n_k, d), in(v_, n_k, e), in(o_, n_q, e), in(lse_, n_q, 1),
-                    in(d_o_, n_q, e), out(delta_, n_q, 1), out(dq_, n_q, d), out(dk_, n_k, d),
-                    out(dv_, n_k, e), 0.5f},
-                   tiles, mask);
-    return ledger;
-  }
-
- private:
-  static SlowMatrix<const float> in(const std::vector<float>& data, int64_t rows, int64_t cols) {
-    return SlowMatrix<const float>::dense(data.data(), rows, cols);
-  }
-  static SlowMatrix<float> out(std::vector<float>& data, int64_t rows, int64_t cols) {
-    return SlowMatrix<float>::dense(data.data(), rows, cols);
-  }
-
-  HeadShape s_;
-  std::vector<float> q_, k_, v_, d_o_, o_, lse_, delta_, dq_, dk_, dv_;
-};
 
 IoCount counted(const Ledger& ledger, WordKind kind) {
   const auto traffic = ledger.total(kind);
@@ -112,16 +62,17 @@ void check_ledger(const Ledger& ledger, const FlashWords& predicted, int64_t res
 
 void check_counts(const std::string& spec, const Mask& mask, const HeadShape& s, int64_t cache_words) {
   SCOPED_TRACE(describe(spec, s, cache_words));
-  Head head(s);
+  HeadFixture head(s);
   const FlashTiles fwd = flash_tiles(s, cache_words, Pass::forward, kMasked);
   const FlashMask fwd_mask = build_flash_mask(mask.view(), s.seqlen_q, s.seqlen_k, fwd, Pass::forward);
-  check_ledger(head.forward(fwd, cache_words, &fwd_mask), predict_flash_forward_words(s, fwd, &fwd_mask),
+  check_ledger(count_flash_forward(head, fwd, cache_words, &fwd_mask),
+               predict_flash_forward_words(s, fwd, &fwd_mask),
                flash_resident_words(s, fwd, Pass::forward, kMasked), cache_words);
 
   const FlashTiles bwd = flash_tiles(s, cache_words, Pass::backward, kMasked);
   const FlashMask bwd_mask = build_flash_mask(mask.view(), s.seqlen_q, s.seqlen_k, bwd, Pass::backward);
   const FlashWords predicted = predict_flash_backward_words(s, bwd, &bwd_mask);
-  check_ledger(head.backward(bwd, cache_words, &bwd_mask), predicted,
+  check_ledger(count_flash_backward(head, bwd, cache_words, &bwd_mask), predicted,
                flash_resident_words(s, bwd, Pass::backward, kMasked), cache_words);
   EXPECT_EQ(predict_flash_backward(s, bwd, &bwd_mask), predicted.total());
 }
@@ -161,8 +112,8 @@ TEST(BlockSparseFlashIo, HandCountedCausalFourByFour) {
   const FlashWords forward = predict_flash_forward_words(s, tiles, &fwd_mask);
   EXPECT_EQ(forward.values, (IoCount{8 + 24, 12}));
   EXPECT_EQ(forward.indices, (IoCount{6 + 3 + 2, 0}));
-  Head head(s);
-  check_ledger(head.forward(tiles, 1000, &fwd_mask), forward,
+  HeadFixture head(s);
+  check_ledger(count_flash_forward(head, tiles, 1000, &fwd_mask), forward,
                flash_resident_words(s, tiles, Pass::forward, kMasked), 1000);
   // Backward: D pre-pass O, dO 4 x 4, D 4; dK/dV pass K, V 4 rows x 4, Q, dO, LSE, D 4 + 2 rows
   // x 6; dQ pass Q, dO, LSE, D 4 rows x 6, K, V 2 + 4 rows x 4. Writes D 4, dK, dV 16, dQ 8.
@@ -171,7 +122,7 @@ TEST(BlockSparseFlashIo, HandCountedCausalFourByFour) {
   const FlashWords backward = predict_flash_backward_words(s, tiles, &bwd_mask);
   EXPECT_EQ(backward.values, (IoCount{16 + 16 + 36 + 24 + 24, 4 + 16 + 8}));
   EXPECT_EQ(backward.indices, (IoCount{2 * (6 + 3 + 2), 0}));
-  check_ledger(head.backward(tiles, 1000, &bwd_mask), backward,
+  check_ledger(count_flash_backward(head, tiles, 1000, &bwd_mask), backward,
                flash_resident_words(s, tiles, Pass::backward, kMasked), 1000);
   // Resident: the dense nest plus 3 + 16 + 1 index words.
   EXPECT_EQ(flash_resident_words(s, tiles, Pass::forward, kMasked),
@@ -257,8 +208,9 @@ TEST(BlockSparseFlashIo, FullMaskMovesTheDenseValueWordsPlusFewIndexWords) {
           EXPECT_LE(ratio, 1.25);
           EXPECT_GE(ratio, 1.0);
           if (n == 257 && d == 32) {  // and the count agrees (n = 1024 would take a while)
-            Head head(s);
-            const Ledger ledger = fwd ? head.forward(tiles, m, &mask) : head.backward(tiles, m, &mask);
+            HeadFixture head(s);
+            const Ledger ledger =
+                fwd ? count_flash_forward(head, tiles, m, &mask) : count_flash_backward(head, tiles, m, &mask);
             EXPECT_EQ(counted(ledger, WordKind::value), words.values);
             EXPECT_EQ(counted(ledger, WordKind::index), words.indices);
           }
@@ -266,23 +218,6 @@ TEST(BlockSparseFlashIo, FullMaskMovesTheDenseValueWordsPlusFewIndexWords) {
       }
     }
   }
-}
-
-// Least-squares slope of log(y) against log(x).
-double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    mx += std::log(x[i]);
-    my += std::log(y[i]);
-  }
-  mx /= static_cast<double>(x.size());
-  my /= static_cast<double>(x.size());
-  double sxy = 0, sxx = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    sxy += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
-    sxx += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
-  }
-  return sxy / sxx;
 }
 
 TEST(BlockSparseFlashIo, SlidingWindowIoGrowsLinearlyInTheSequenceLength) {
@@ -395,8 +330,8 @@ TEST(BlockSparseFlashIo, MinimumCacheIsTheDenseOnePlusTwentyIndexWords) {
   // At the minimum the schedule fills fast memory to the word.
   const Mask mask = pattern("sliding_window:w=3", 64, 64);
   const FlashMask fm = build_flash_mask(mask.view(), 64, 64, FlashTiles{1, 1, 1, 1}, Pass::backward);
-  Head head(s);
-  EXPECT_EQ(head.backward(FlashTiles{1, 1, 1, 1}, 407, &fm).peak_resident(), 407);
+  HeadFixture head(s);
+  EXPECT_EQ(count_flash_backward(head, FlashTiles{1, 1, 1, 1}, 407, &fm).peak_resident(), 407);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // tiles fill M; an M below the minimum is refused with the minimum; and the prediction follows
 // the paper's Theta((n^2 d^2 + n d^3) / M) over 4 d^2 <= M <= n d / 4. Numerics: flash_test.cpp.
 #include "schedules/flash/flash.hpp"
+#include "support/flash_runs.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +13,6 @@
 #include <cstdint>
 #include <iostream>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -23,61 +23,9 @@ using spattn::io::FastMemory;
 using spattn::io::Ledger;
 using spattn::io::Operand;
 using spattn::io::WordKind;
-
-// One head with random data and its slow-memory arrays; runs the schedule counted.
-class Head {
- public:
-  explicit Head(const HeadShape& shape) : s_(shape) {
-    std::mt19937_64 engine(static_cast<uint64_t>(shape.seqlen_q * 131 + shape.seqlen_k * 7 + shape.head_dim));
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    auto fill = [&](std::vector<float>& values, int64_t rows, int64_t cols) {
-      values.resize(static_cast<size_t>(rows * cols));
-      for (float& value : values) value = uniform(engine);
-    };
-    fill(q_, s_.seqlen_q, s_.head_dim);
-    fill(k_, s_.seqlen_k, s_.head_dim);
-    fill(v_, s_.seqlen_k, s_.head_dim_v);
-    fill(d_o_, s_.seqlen_q, s_.head_dim_v);
-    o_.assign(static_cast<size_t>(s_.seqlen_q * s_.head_dim_v), 0.0f);
-    lse_.assign(static_cast<size_t>(s_.seqlen_q), 0.0f);
-    delta_.assign(static_cast<size_t>(s_.seqlen_q), 0.0f);
-    dq_.assign(q_.size(), 0.0f);
-    dk_.assign(k_.size(), 0.0f);
-    dv_.assign(v_.size(), 0.0f);
-  }
-
-  Ledger forward(const FlashTiles& tiles, int64_t cache_words) {
-    const int64_t n_q = s_.seqlen_q, n_k = s_.seqlen_k, d = s_.head_dim, e = s_.head_dim_v;
-    Ledger ledger;
-    FastMemory fast(cache_words, &ledger, "flash forward");
-    flash_forward(fast, {in(q_, n_q, d), in(k_, n_k, d), in(v_, n_k, e), out(o_, n_q, e), out(lse_, n_q, 1), 0.5f},
-                  tiles);
-    return ledger;
-  }
-
-  Ledger backward(const FlashTiles& tiles, int64_t cache_words) {
-    const int64_t n_q = s_.seqlen_q, n_k = s_.seqlen_k, d = s_.head_dim, e = s_.head_dim_v;
-    Ledger ledger;
-    FastMemory fast(cache_words, &ledger, "flash backward");
-    flash_backward(fast,
-                   {in(q_, n_q, d), in(k_, n_k, d), in(v_, n_k, e), in(o_, n_q, e), in(lse_, n_q, 1),
-                    in(d_o_, n_q, e), out(delta_, n_q, 1), out(dq_, n_q, d), out(dk_, n_k, d),
-                    out(dv_, n_k, e), 0.5f},
-                   tiles);
-    return ledger;
-  }
-
- private:
-  static SlowMatrix<const float> in(const std::vector<float>& data, int64_t rows, int64_t cols) {
-    return SlowMatrix<const float>::dense(data.data(), rows, cols);
-  }
-  static SlowMatrix<float> out(std::vector<float>& data, int64_t rows, int64_t cols) {
-    return SlowMatrix<float>::dense(data.data(), rows, cols);
-  }
-
-  HeadShape s_;
-  std::vector<float> q_, k_, v_, d_o_, o_, lse_, delta_, dq_, dk_, dv_;
-};
+using spattn::testing::count_flash_backward;
+using spattn::testing::count_flash_forward;
+using spattn::testing::HeadFixture;
 
 IoCount counted(const Ledger& ledger) { return {ledger.reads(), ledger.writes()}; }
 
@@ -111,10 +59,10 @@ std::vector<int64_t> cache_sizes(const HeadShape& s, int points) {
 
 // Runs both passes at M and checks: counted == predicted; peak == predicted resident <= M; the
 // tiles are the largest that fit (one more outer row would not) and fill more than half of M.
-void check_counts(Head& head, const HeadShape& s, int64_t cache_words) {
+void check_counts(HeadFixture& head, const HeadShape& s, int64_t cache_words) {
   SCOPED_TRACE(describe(s, cache_words));
   const FlashTiles fwd = flash_tiles(s, cache_words, Pass::forward);
-  const Ledger fwd_ledger = head.forward(fwd, cache_words);
+  const Ledger fwd_ledger = count_flash_forward(head, fwd, cache_words);
   EXPECT_EQ(counted(fwd_ledger), predict_flash_forward(s, fwd));
   EXPECT_EQ(fwd_ledger.peak_resident(), flash_resident_words(s, fwd, Pass::forward));
   EXPECT_LE(fwd_ledger.peak_resident(), cache_words);
@@ -124,7 +72,7 @@ void check_counts(Head& head, const HeadShape& s, int64_t cache_words) {
   }
 
   const FlashTiles bwd = flash_tiles(s, cache_words, Pass::backward);
-  const Ledger bwd_ledger = head.backward(bwd, cache_words);
+  const Ledger bwd_ledger = count_flash_backward(head, bwd, cache_words);
   EXPECT_EQ(counted(bwd_ledger), predict_flash_backward(s, bwd));
   EXPECT_EQ(bwd_ledger.peak_resident(), flash_resident_words(s, bwd, Pass::backward));
   EXPECT_LE(bwd_ledger.peak_resident(), cache_words);
@@ -146,10 +94,10 @@ void check_counts(Head& head, const HeadShape& s, int64_t cache_words) {
 TEST(FlashIo, HandCountedPerOperand) {
   // n_q = 7, n_k = 5, d = 3, d_v = 2.
   const HeadShape s{7, 5, 3, 2};
-  Head head(s);
+  HeadFixture head(s);
   // Forward, query tiles of 3 rows (3 tiles), key tiles of 2: Q once (21), K and V once per
   // query tile (3 * 15, 3 * 10); O (14) and LSE (7) written once.
-  const Ledger f = head.forward({3, 2, 0, 0}, 1000);
+  const Ledger f = count_flash_forward(head, {3, 2, 0, 0}, 1000);
   EXPECT_EQ(f.traffic(Operand::q, WordKind::value).reads, 21);
   EXPECT_EQ(f.traffic(Operand::k, WordKind::value).reads, 45);
   EXPECT_EQ(f.traffic(Operand::v, WordKind::value).reads, 30);
@@ -163,7 +111,7 @@ TEST(FlashIo, HandCountedPerOperand) {
   //   D pre-pass:  O 14, dO 14 read; D 7 written
   //   dK/dV pass:  K 15, V 10 once; Q 3*21, dO 3*14, LSE 3*7, D 3*7; dK 15, dV 10 written
   //   dQ pass:     Q 21, dO 14, LSE 7, D 7 once; K 3*15, V 3*10; dQ 21 written
-  const Ledger b = head.backward({3, 2, 2, 2}, 1000);
+  const Ledger b = count_flash_backward(head, {3, 2, 2, 2}, 1000);
   EXPECT_EQ(b.traffic(Operand::o, WordKind::value).reads, 14);
   EXPECT_EQ(b.traffic(Operand::d_o, WordKind::value).reads, 14 + 42 + 14);
   EXPECT_EQ(b.traffic(Operand::q, WordKind::value).reads, 63 + 21);
@@ -193,7 +141,7 @@ TEST(FlashIo, CountedEqualsPredictedOverShapesAndCacheSizes) {
       const HeadShape s{n, n, d, d};
       const double work = static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(d);
       const int points = work > 6e7 ? 1 : work > 1.5e7 ? 2 : work > 5e6 ? 3 : 5;
-      Head head(s);
+      HeadFixture head(s);
       for (const int64_t cache_words : cache_sizes(s, points)) check_counts(head, s, cache_words);
     }
   }
@@ -204,7 +152,7 @@ TEST(FlashIo, CountedEqualsPredictedOnRectangularAndEmptyShapes) {
                               {1, 1, 1, 1},     {0, 7, 8, 8},    {7, 0, 8, 8},   {0, 0, 4, 4},
                               {33, 20, 1, 128}};
   for (const HeadShape& s : shapes) {
-    Head head(s);
+    HeadFixture head(s);
     for (const int64_t cache_words : cache_sizes(s, 4)) check_counts(head, s, cache_words);
   }
 }
@@ -225,9 +173,9 @@ TEST(FlashIo, MinimumCacheIsOneByOneTiles) {
   EXPECT_EQ(flash_tiles(s, 259, Pass::forward), (FlashTiles{1, 1, 0, 0}));
   // At the minimum the schedule fills fast memory exactly.
   const HeadShape small{9, 11, 64, 64};
-  Head head(small);
-  EXPECT_EQ(head.backward(flash_tiles(small, 387, Pass::backward), 387).peak_resident(), 387);
-  EXPECT_EQ(head.forward(flash_tiles(small, 259, Pass::forward), 259).peak_resident(), 259);
+  HeadFixture head(small);
+  EXPECT_EQ(count_flash_backward(head, flash_tiles(small, 387, Pass::backward), 387).peak_resident(), 387);
+  EXPECT_EQ(count_flash_forward(head, flash_tiles(small, 259, Pass::forward), 259).peak_resident(), 259);
 }
 
 std::string tiles_error(const HeadShape& s, int64_t cache_words, Pass pass) {

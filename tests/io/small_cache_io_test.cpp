@@ -4,6 +4,7 @@
 // scales like the paper's bound Theta((n^2 d + n d^2) / sqrt(M)) for M <= d^2 / 4.
 #include "schedules/small_cache/small_cache.hpp"
 
+#include "support/head_fixture.hpp"
 #include "support/test_helpers.hpp"
 
 #include <gtest/gtest.h>
@@ -22,8 +23,7 @@ using spattn::io::FastMemory;
 using spattn::io::Ledger;
 using spattn::io::Operand;
 using spattn::io::WordKind;
-
-std::vector<float> random_values(int64_t count, uint32_t seed) { return spattn::testing::random_floats(count, seed); }
+using spattn::testing::HeadFixture;
 
 using spattn::testing::kSanitized;
 
@@ -41,24 +41,13 @@ void check_counts(const HeadShape& shape, int64_t cache_words) {
                                     << shape.seqlen_k << " d " << shape.head_dim << " d_v "
                                     << shape.head_dim_v << " M " << cache_words);
   const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
-  const auto q = random_values(m * d, 1), k = random_values(n * d, 2), v = random_values(n * e, 3);
-  const auto d_o = random_values(m * e, 4);
-  std::vector<float> o(static_cast<size_t>(m * e)), lse(static_cast<size_t>(m)),
-      delta(static_cast<size_t>(m)), dq(static_cast<size_t>(m * d)), dk(static_cast<size_t>(n * d)),
-      dv(static_cast<size_t>(n * e));
-  const float scale = 0.25f;
+  HeadFixture head(shape);
 
   const SmallCacheTiles forward_tiles = small_cache_tiles(shape, cache_words, Pass::forward);
   Ledger forward_ledger;
   {
     FastMemory fast(cache_words, &forward_ledger, "small_cache forward");
-    small_cache_forward(fast,
-                        {SlowMatrix<const float>::dense(q.data(), m, d),
-                         SlowMatrix<const float>::dense(k.data(), n, d),
-                         SlowMatrix<const float>::dense(v.data(), n, e),
-                         SlowMatrix<float>::dense(o.data(), m, e),
-                         SlowMatrix<float>::dense(lse.data(), m, 1), scale},
-                        forward_tiles);
+    small_cache_forward(fast, head.forward(), forward_tiles);
   }
   const IoCount forward = predict_small_cache_forward(shape, forward_tiles);
   EXPECT_EQ(forward_ledger.reads(), forward.reads);
@@ -75,18 +64,7 @@ void check_counts(const HeadShape& shape, int64_t cache_words) {
   Ledger backward_ledger;
   {
     FastMemory fast(cache_words, &backward_ledger, "small_cache backward");
-    small_cache_backward(fast,
-                         {SlowMatrix<const float>::dense(q.data(), m, d),
-                          SlowMatrix<const float>::dense(k.data(), n, d),
-                          SlowMatrix<const float>::dense(v.data(), n, e),
-                          SlowMatrix<const float>::dense(o.data(), m, e),
-                          SlowMatrix<const float>::dense(lse.data(), m, 1),
-                          SlowMatrix<const float>::dense(d_o.data(), m, e),
-                          SlowMatrix<float>::dense(delta.data(), m, 1),
-                          SlowMatrix<float>::dense(dq.data(), m, d),
-                          SlowMatrix<float>::dense(dk.data(), n, d),
-                          SlowMatrix<float>::dense(dv.data(), n, e), scale},
-                         backward_tiles);
+    small_cache_backward(fast, head.backward(), backward_tiles);
   }
   const IoCount backward = predict_small_cache_backward(shape, backward_tiles);
   EXPECT_EQ(backward_ledger.reads(), backward.reads);

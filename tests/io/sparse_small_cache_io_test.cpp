@@ -11,6 +11,7 @@
 #include <sparse_formats/convert.hpp>
 #include <sparse_formats/patterns.hpp>
 
+#include "support/head_fixture.hpp"
 #include "support/test_helpers.hpp"
 
 #include <gtest/gtest.h>
@@ -30,10 +31,10 @@ using spattn::io::FastMemory;
 using spattn::io::Ledger;
 using spattn::io::Operand;
 using spattn::io::WordKind;
+using spattn::testing::HeadFixture;
+using spattn::testing::log_log_slope;
 
 using spattn::testing::kSanitized;
-
-std::vector<float> random_values(int64_t count, uint32_t seed) { return spattn::testing::random_floats(count, seed); }
 
 SparseSmallCacheMask prepare(const CsrPattern<int32_t>& mask) {
   return SparseSmallCacheMask(sparse_formats::convert_index<int64_t>(mask.view()).view());
@@ -69,24 +70,13 @@ void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int6
                << cache_words);
   const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
   const int64_t nnz = mask.nnz(), rows = mask.nonempty_rows();
-  const auto q = random_values(m * d, 1), k = random_values(n * d, 2), v = random_values(n * e, 3);
-  const auto d_o = random_values(m * e, 4);
-  std::vector<float> o(static_cast<size_t>(m * e)), lse(static_cast<size_t>(m)),
-      delta(static_cast<size_t>(m)), dq(static_cast<size_t>(m * d)), dk(static_cast<size_t>(n * d)),
-      dv(static_cast<size_t>(n * e));
-  const float scale = 0.25f;
+  HeadFixture head(shape);
 
   const auto forward_tiles = sparse_small_cache_tiles(shape, mask, cache_words, Pass::forward);
   Ledger forward;
   {
     FastMemory fast(cache_words, &forward, "sparse_small_cache forward");
-    sparse_small_cache_forward(
-        fast,
-        {SlowMatrix<const float>::dense(q.data(), m, d),
-         SlowMatrix<const float>::dense(k.data(), n, d),
-         SlowMatrix<const float>::dense(v.data(), n, e), SlowMatrix<float>::dense(o.data(), m, e),
-         SlowMatrix<float>::dense(lse.data(), m, 1), scale},
-        mask, forward_tiles);
+    sparse_small_cache_forward(fast, head.forward(), mask, forward_tiles);
   }
   expect_equal(forward, predict_sparse_small_cache_forward(shape, mask, forward_tiles));
   EXPECT_EQ(forward.peak_resident(), sparse_small_cache_fast_words(forward_tiles));
@@ -109,18 +99,7 @@ void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int6
   Ledger backward;
   {
     FastMemory fast(cache_words, &backward, "sparse_small_cache backward");
-    sparse_small_cache_backward(
-        fast,
-        {SlowMatrix<const float>::dense(q.data(), m, d),
-         SlowMatrix<const float>::dense(k.data(), n, d),
-         SlowMatrix<const float>::dense(v.data(), n, e),
-         SlowMatrix<const float>::dense(o.data(), m, e),
-         SlowMatrix<const float>::dense(lse.data(), m, 1),
-         SlowMatrix<const float>::dense(d_o.data(), m, e),
-         SlowMatrix<float>::dense(delta.data(), m, 1), SlowMatrix<float>::dense(dq.data(), m, d),
-         SlowMatrix<float>::dense(dk.data(), n, d), SlowMatrix<float>::dense(dv.data(), n, e),
-         scale},
-        mask, backward_tiles);
+    sparse_small_cache_backward(fast, head.backward(), mask, backward_tiles);
   }
   expect_equal(backward, predict_sparse_small_cache_backward(shape, mask, backward_tiles));
   EXPECT_EQ(backward.peak_resident(), sparse_small_cache_fast_words(backward_tiles));
@@ -275,23 +254,6 @@ TEST(SparseSmallCacheIo, ChosenTilesAreWithinTwoPercentOfTheBestThatFit) {
       }
     }
   }
-}
-
-// Least-squares slope of log(y) against log(x).
-double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    mx += std::log(x[i]);
-    my += std::log(y[i]);
-  }
-  mx /= static_cast<double>(x.size());
-  my /= static_cast<double>(y.size());
-  double sxy = 0, sxx = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    sxy += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
-    sxx += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
-  }
-  return sxy / sxx;
 }
 
 TEST(SparseSmallCacheIo, PredictedIoGrowsLikeTheSquareRootOfTheDensity) {

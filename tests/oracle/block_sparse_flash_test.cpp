@@ -5,12 +5,8 @@
 // user block sizes that the tiles span or split; runs are bit-identical (native, counted,
 // repeated); a mask built for other tiles, pass or shape is refused before anything is written.
 // The word counts are tests/block_sparse_flash_io_test.cpp's.
-#include "schedules/flash/flash.hpp"
-#include "schedules/flash/flash_mask.hpp"
-
-#include "support/compare.hpp"
-
-#include <spattn/reference.hpp>
+#include "support/flash_runs.hpp"
+#include "support/head_fixture.hpp"
 
 #include <sparse_formats/patterns.hpp>
 
@@ -19,11 +15,8 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
-#include <random>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace {
@@ -31,100 +24,20 @@ namespace {
 using namespace spattn::schedules;
 using spattn::io::FastMemory;
 using spattn::io::Ledger;
-using spattn::testing::fp32_tolerance;
+using spattn::testing::expect_backward_near;
+using spattn::testing::expect_forward_near;
+using spattn::testing::HeadFixture;
 using spattn::testing::max_abs;
-using spattn::testing::max_abs_error;
+using spattn::testing::reference_of;
+using spattn::testing::run_flash_backward;
+using spattn::testing::run_flash_forward;
+using spattn::testing::same_bits;
+using spattn::testing::widen;
 using ::testing::HasSubstr;
 using Mask = sparse_formats::CsrPattern<int64_t>;
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-struct Inputs {
-  HeadShape shape;
-  float scale = 1.0f;
-  std::vector<float> q, k, v, d_o;  // (n_q, d), (n_k, d), (n_k, e), (n_q, e)
-};
-
-// Scores of a few units (softmax far from uniform), values and gradients of order 1.
-Inputs random_inputs(const HeadShape& shape, uint64_t seed) {
-  std::mt19937_64 engine(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  auto fill = [&](int64_t count, float amplitude) {
-    std::vector<float> values(static_cast<size_t>(count));
-    for (float& value : values) value = amplitude * uniform(engine);
-    return values;
-  };
-  Inputs in;
-  in.shape = shape;
-  in.scale = 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(shape.head_dim, 1)));
-  in.q = fill(shape.seqlen_q * shape.head_dim, 2.0f);
-  in.k = fill(shape.seqlen_k * shape.head_dim, 2.0f);
-  in.v = fill(shape.seqlen_k * shape.head_dim_v, 1.0f);
-  in.d_o = fill(shape.seqlen_q * shape.head_dim_v, 1.0f);
-  return in;
-}
-
-struct ForwardOut {
-  std::vector<float> o, lse;
-};
-struct BackwardOut {
-  std::vector<float> dq, dk, dv;
-};
-
-SlowMatrix<const float> slow_in(const std::vector<float>& data, int64_t rows, int64_t cols) {
-  return SlowMatrix<const float>::dense(data.data(), rows, cols);
-}
-SlowMatrix<float> slow_out(std::vector<float>& data, int64_t rows, int64_t cols) {
-  return SlowMatrix<float>::dense(data.data(), rows, cols);
-}
-
-// Outputs start as NaN, so a word the schedule forgets to write shows up.
-ForwardOut run_forward(const Inputs& in, const FlashTiles& tiles, int64_t cache_words,
-                       const FlashMask* mask, Ledger* ledger = nullptr) {
-  const HeadShape& s = in.shape;
-  ForwardOut out;
-  out.o.assign(static_cast<size_t>(s.seqlen_q * s.head_dim_v), kNan);
-  out.lse.assign(static_cast<size_t>(s.seqlen_q), kNan);
-  HeadForward problem{slow_in(in.q, s.seqlen_q, s.head_dim), slow_in(in.k, s.seqlen_k, s.head_dim),
-                      slow_in(in.v, s.seqlen_k, s.head_dim_v), slow_out(out.o, s.seqlen_q, s.head_dim_v),
-                      slow_out(out.lse, s.seqlen_q, 1), in.scale};
-  FastMemory fast(cache_words, ledger, "block-sparse flash forward");
-  flash_forward(fast, problem, tiles, mask);
-  return out;
-}
-
-BackwardOut run_backward(const Inputs& in, const ForwardOut& fwd, const FlashTiles& tiles,
-                         int64_t cache_words, const FlashMask* mask, Ledger* ledger = nullptr) {
-  const HeadShape& s = in.shape;
-  BackwardOut out;
-  out.dq.assign(static_cast<size_t>(s.seqlen_q * s.head_dim), kNan);
-  out.dk.assign(static_cast<size_t>(s.seqlen_k * s.head_dim), kNan);
-  out.dv.assign(static_cast<size_t>(s.seqlen_k * s.head_dim_v), kNan);
-  std::vector<float> delta(static_cast<size_t>(s.seqlen_q), kNan);
-  HeadBackward problem{slow_in(in.q, s.seqlen_q, s.head_dim), slow_in(in.k, s.seqlen_k, s.head_dim),
-                       slow_in(in.v, s.seqlen_k, s.head_dim_v), slow_in(fwd.o, s.seqlen_q, s.head_dim_v),
-                       slow_in(fwd.lse, s.seqlen_q, 1), slow_in(in.d_o, s.seqlen_q, s.head_dim_v),
-                       slow_out(delta, s.seqlen_q, 1), slow_out(out.dq, s.seqlen_q, s.head_dim),
-                       slow_out(out.dk, s.seqlen_k, s.head_dim), slow_out(out.dv, s.seqlen_k, s.head_dim_v),
-                       in.scale};
-  FastMemory fast(cache_words, ledger, "block-sparse flash backward");
-  flash_backward(fast, problem, tiles, mask);
-  return out;
-}
-
-std::vector<double> to_double(const std::vector<float>& values) {
-  return std::vector<double>(values.begin(), values.end());
-}
-
-spattn::TensorView<const double> view(const std::vector<double>& data, int64_t rows, int64_t cols) {
-  return spattn::TensorView<const double>::matrix(data.data(), rows, cols);
-}
-
-template <typename T>
-bool bit_identical(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
-}
 
 // The minimum masked M, a middle value and enough for one tile per sequence.
 std::vector<int64_t> cache_sizes_for(const HeadShape& s) {
@@ -137,19 +50,11 @@ std::vector<int64_t> cache_sizes_for(const HeadShape& s) {
   return {minimum, std::max(middle, minimum), most};
 }
 
-// Forward and backward of `in` over `mask` with the masked tiles flash_tiles() picks at each M,
+// Forward and backward of `head` over `mask` with the masked tiles flash_tiles() picks at each M,
 // against the fp64 reference; native, counted and repeated runs agree bit for bit.
-void check_against_reference(const Inputs& in, const Mask& mask, const std::vector<int64_t>& cache_sizes) {
-  const HeadShape& s = in.shape;
-  const auto q = to_double(in.q), k = to_double(in.k), v = to_double(in.v), d_o = to_double(in.d_o);
-  const spattn::reference::MaskList<int64_t> masks{mask.view()};
-  const auto ref_fwd = spattn::reference::forward<int64_t>(
-      view(q, s.seqlen_q, s.head_dim), view(k, s.seqlen_k, s.head_dim),
-      view(v, s.seqlen_k, s.head_dim_v), masks, static_cast<double>(in.scale));
-  const auto ref_bwd = spattn::reference::backward<int64_t>(
-      view(q, s.seqlen_q, s.head_dim), view(k, s.seqlen_k, s.head_dim),
-      view(v, s.seqlen_k, s.head_dim_v), view(d_o, s.seqlen_q, s.head_dim_v), masks,
-      static_cast<double>(in.scale));
+void check_against_reference(const HeadFixture& head, const Mask& mask, const std::vector<int64_t>& cache_sizes) {
+  const HeadShape& s = head.shape;
+  const auto expected = reference_of(head, mask.view());
   const int64_t forward_terms = s.head_dim + s.seqlen_k;
   const int64_t backward_terms = std::max(s.head_dim, s.head_dim_v) + std::max(s.seqlen_q, s.seqlen_k);
 
@@ -159,30 +64,30 @@ void check_against_reference(const Inputs& in, const Mask& mask, const std::vect
     const FlashTiles bwd_tiles = flash_tiles(s, cache_words, Pass::backward, FlashMasking::block_sparse);
     const FlashMask fwd_mask = build_flash_mask(mask.view(), s.seqlen_q, s.seqlen_k, fwd_tiles, Pass::forward);
     const FlashMask bwd_mask = build_flash_mask(mask.view(), s.seqlen_q, s.seqlen_k, bwd_tiles, Pass::backward);
+    HeadFixture run = head;
     Ledger ledger;
-    const ForwardOut fwd = run_forward(in, fwd_tiles, cache_words, &fwd_mask, &ledger);
-    EXPECT_LE(max_abs_error(fwd.o, ref_fwd.o), fp32_tolerance(forward_terms, max_abs(ref_fwd.o)));
-    EXPECT_LE(max_abs_error(fwd.lse, ref_fwd.lse), fp32_tolerance(forward_terms, max_abs(ref_fwd.lse)));
+    run_flash_forward(run, fwd_tiles, cache_words, &fwd_mask, &ledger);
+    expect_forward_near(run, expected, forward_terms);
     if (cache_words == cache_sizes.front()) {  // determinism: a second (native) run, bit for bit
-      const ForwardOut again = run_forward(in, fwd_tiles, cache_words, &fwd_mask);
-      EXPECT_TRUE(bit_identical(fwd.o, again.o) && bit_identical(fwd.lse, again.lse));
+      HeadFixture again = head;
+      run_flash_forward(again, fwd_tiles, cache_words, &fwd_mask);
+      EXPECT_TRUE(same_bits(run.o, again.o) && same_bits(run.lse, again.lse));
     }
 
-    const BackwardOut bwd = run_backward(in, fwd, bwd_tiles, cache_words, &bwd_mask, &ledger);
-    EXPECT_LE(max_abs_error(bwd.dq, ref_bwd.dq), fp32_tolerance(backward_terms, max_abs(ref_bwd.dq)));
-    EXPECT_LE(max_abs_error(bwd.dk, ref_bwd.dk), fp32_tolerance(backward_terms, max_abs(ref_bwd.dk)));
-    EXPECT_LE(max_abs_error(bwd.dv, ref_bwd.dv), fp32_tolerance(backward_terms, max_abs(ref_bwd.dv)));
+    run_flash_backward(run, bwd_tiles, cache_words, &bwd_mask, &ledger);
+    expect_backward_near(run, expected, backward_terms);
     if (cache_words == cache_sizes.front()) {
-      const BackwardOut again = run_backward(in, fwd, bwd_tiles, cache_words, &bwd_mask);
-      EXPECT_TRUE(bit_identical(bwd.dq, again.dq) && bit_identical(bwd.dk, again.dk) &&
-                  bit_identical(bwd.dv, again.dv));
+      HeadFixture again = run;
+      again.poison_backward(kNan);
+      run_flash_backward(again, bwd_tiles, cache_words, &bwd_mask);
+      EXPECT_TRUE(same_bits(run.dq, again.dq) && same_bits(run.dk, again.dk) && same_bits(run.dv, again.dv));
     }
     EXPECT_LE(ledger.peak_resident(), cache_words);
 
     // Non-trivial: an attended pair gives signal (inputs are random, exact zeros would be a bug).
     if (mask.nnz() > 0 && s.head_dim_v > 0) {
-      EXPECT_GT(max_abs(to_double(fwd.o)), 0.0);
-      EXPECT_GT(max_abs(to_double(bwd.dv)), 0.0);
+      EXPECT_GT(max_abs(widen(run.o)), 0.0);
+      EXPECT_GT(max_abs(widen(run.dv)), 0.0);
     }
   }
 }
@@ -215,43 +120,44 @@ TEST(BlockSparseFlash, HandCheckedPartialTileExcludesMaskedKeysExactly) {
   //   P = (a, 0, b), LSE = -30000 + ln(1 + e), O = 4 b;
   //   dO = 1: D = 4 b, dP = (0, -, 4), dS = (-4 a b, 0, 4 a b),
   //   dQ = dS K = 4 a b (k2 - k0) = 4 a b, dK = dS^T q = (-4 a b, 0, 4 a b), dV = (a, 0, b).
-  Inputs in;
-  in.shape = {1, 3, 1, 1};
-  in.q = {1.0f};
-  in.k = {-30000.0f, 5.0f, -29999.0f};
-  in.v = {0.0f, 100.0f, 4.0f};
-  in.d_o = {1.0f};
+  HeadFixture head(HeadShape{1, 3, 1, 1});
+  head.scale = 1.0f;
+  head.q = {1.0f};
+  head.k = {-30000.0f, 5.0f, -29999.0f};
+  head.v = {0.0f, 100.0f, 4.0f};
+  head.d_o = {1.0f};
   const float a = 1.0f / (1.0f + std::exp(1.0f)), b = 1.0f - a;
   const Mask mask = mask_where(1, 3, [](int64_t, int64_t j) { return j != 1; });
   for (const FlashTiles tiles : {FlashTiles{1, 3, 3, 1}, FlashTiles{1, 2, 1, 2}, FlashTiles{1, 1, 1, 1}}) {
     const FlashMask fwd_mask = build_flash_mask(mask.view(), 1, 3, tiles, Pass::forward);
     const FlashMask bwd_mask = build_flash_mask(mask.view(), 1, 3, tiles, Pass::backward);
-    const ForwardOut fwd = run_forward(in, tiles, 1000, &fwd_mask);
-    EXPECT_NEAR(fwd.o[0], 4.0f * b, 1e-5f);
-    EXPECT_NEAR(fwd.lse[0], -30000.0f + std::log(1.0f + std::exp(1.0f)), 4e-3f);  // ulp(30000) = 2e-3
+    head.poison_outputs(kNan);
+    run_flash_forward(head, tiles, 1000, &fwd_mask);
+    EXPECT_NEAR(head.o[0], 4.0f * b, 1e-5f);
+    EXPECT_NEAR(head.lse[0], -30000.0f + std::log(1.0f + std::exp(1.0f)), 4e-3f);  // ulp(30000) = 2e-3
     // The backward recomputes P = exp(S - LSE) from the fp32 LSE, whose ulp at 30000 is 2e-3:
     // P is good to about 2e-3 relative (dQ also cancels two terms of 4 a b 30000).
-    const BackwardOut bwd = run_backward(in, fwd, tiles, 1000, &bwd_mask);
-    EXPECT_NEAR(bwd.dq[0], 4.0f * a * b, 1e-2f);
-    EXPECT_NEAR(bwd.dk[0], -4.0f * a * b, 3e-3f);
-    EXPECT_EQ(bwd.dk[1], 0.0f);
-    EXPECT_NEAR(bwd.dk[2], 4.0f * a * b, 3e-3f);
-    EXPECT_NEAR(bwd.dv[0], a, 3e-3f);
-    EXPECT_EQ(bwd.dv[1], 0.0f);
-    EXPECT_NEAR(bwd.dv[2], b, 3e-3f);
+    run_flash_backward(head, tiles, 1000, &bwd_mask);
+    EXPECT_NEAR(head.dq[0], 4.0f * a * b, 1e-2f);
+    EXPECT_NEAR(head.dk[0], -4.0f * a * b, 3e-3f);
+    EXPECT_EQ(head.dk[1], 0.0f);
+    EXPECT_NEAR(head.dk[2], 4.0f * a * b, 3e-3f);
+    EXPECT_NEAR(head.dv[0], a, 3e-3f);
+    EXPECT_EQ(head.dv[1], 0.0f);
+    EXPECT_NEAR(head.dv[2], b, 3e-3f);
   }
 }
 
 TEST(BlockSparseFlash, EveryLibraryPatternExampleMatchesTheReference) {
   // The example specs are written for long sequences (documents: 100 + 200 + 300 tokens).
   const HeadShape shape{600, 600, 8, 8};
-  const Inputs in = random_inputs(shape, 600);
+  const HeadFixture head(shape, 600);
   const auto patterns = sparse_formats::list_patterns();
   ASSERT_GE(patterns.size(), 12u);
   for (const auto& info : patterns) {
     SCOPED_TRACE(describe(info.example, 600, 600));
     const Mask mask = pattern(info.example, 600, 600);
-    check_against_reference(in, mask, {1000});
+    check_against_reference(head, mask, {1000});
   }
 }
 
@@ -273,15 +179,15 @@ TEST(BlockSparseFlash, SmallScaleSpecsMatchTheReferenceOnSquareAndRectangularSha
   // The minimum M (1 x 1 tiles: every pair its own tile) on the short shapes, a middle M on all.
   const HeadShape shapes[] = {{257, 257, 8, 8}, {97, 257, 8, 8}, {257, 97, 8, 16}, {97, 97, 64, 64}};
   for (const HeadShape& shape : shapes) {
-    const Inputs in = random_inputs(shape, static_cast<uint64_t>(shape.seqlen_q * 31 + shape.seqlen_k));
+    const HeadFixture head(shape, static_cast<uint32_t>(shape.seqlen_q * 31 + shape.seqlen_k));
     const auto sizes = cache_sizes_for(shape);
     const bool short_shape = shape.seqlen_q * shape.seqlen_k < 257 * 257;
     for (const std::string& spec : small_specs()) {
       if (spec == "documents" && shape.seqlen_q != shape.seqlen_k) continue;  // needs lengths_k
       SCOPED_TRACE(describe(spec, shape.seqlen_q, shape.seqlen_k));
       const Mask mask = pattern(spec, shape.seqlen_q, shape.seqlen_k);
-      check_against_reference(in, mask, short_shape ? std::vector<int64_t>{sizes[0], sizes[1]}
-                                                    : std::vector<int64_t>{sizes[1]});
+      check_against_reference(head, mask, short_shape ? std::vector<int64_t>{sizes[0], sizes[1]}
+                                                      : std::vector<int64_t>{sizes[1]});
     }
   }
 }
@@ -289,36 +195,38 @@ TEST(BlockSparseFlash, SmallScaleSpecsMatchTheReferenceOnSquareAndRectangularSha
 TEST(BlockSparseFlash, TinySequencesWithEveryPattern) {
   for (const int64_t n : {1, 7}) {
     const HeadShape shape{n, n, 8, 8};
-    const Inputs in = random_inputs(shape, static_cast<uint64_t>(n));
+    const HeadFixture head(shape, static_cast<uint32_t>(n));
     for (const auto& info : sparse_formats::list_patterns()) {
       const std::string spec = info.name == "documents" ? "documents:num_docs=" + std::to_string(n) : info.name;
       SCOPED_TRACE(describe(spec, n, n));
-      check_against_reference(in, pattern(spec, n, n), cache_sizes_for(shape));
+      check_against_reference(head, pattern(spec, n, n), cache_sizes_for(shape));
     }
   }
 }
 
 TEST(BlockSparseFlash, EmptyMaskSingleEntryAndRandomOnePercent) {
   const HeadShape shape{257, 257, 16, 16};
-  const Inputs in = random_inputs(shape, 11);
+  const HeadFixture head(shape, 11);
   const auto sizes = cache_sizes_for(shape);
   {
     SCOPED_TRACE("empty mask");
     const Mask empty = Mask::empty(257, 257);
-    check_against_reference(in, empty, sizes);
+    check_against_reference(head, empty, sizes);
     const FlashTiles tiles = flash_tiles(shape, sizes[1], Pass::forward, FlashMasking::block_sparse);
     const FlashMask fm = build_flash_mask(empty.view(), 257, 257, tiles, Pass::forward);
-    const ForwardOut fwd = run_forward(in, tiles, sizes[1], &fm);
-    for (const float value : fwd.o) EXPECT_EQ(value, 0.0f);
-    for (const float value : fwd.lse) EXPECT_EQ(value, kNegInf);
+    HeadFixture run = head;
+    run_flash_forward(run, tiles, sizes[1], &fm);
+    for (const float value : run.o) EXPECT_EQ(value, 0.0f);
+    for (const float value : run.lse) EXPECT_EQ(value, kNegInf);
   }
   {
     SCOPED_TRACE("single entry (200, 3)");
-    check_against_reference(in, mask_where(257, 257, [](int64_t i, int64_t j) { return i == 200 && j == 3; }), sizes);
+    const Mask single = mask_where(257, 257, [](int64_t i, int64_t j) { return i == 200 && j == 3; });
+    check_against_reference(head, single, sizes);
   }
   {
     SCOPED_TRACE("random 1 %");
-    check_against_reference(in, pattern("random:p=0.01,seed=4", 257, 257), sizes);
+    check_against_reference(head, pattern("random:p=0.01,seed=4", 257, 257), sizes);
   }
 }
 
@@ -326,10 +234,10 @@ TEST(BlockSparseFlash, EmptyQueryRowsAndUnattendedKeysGiveZerosNeverNan) {
   // Queries 0..99 attend nothing and keys 0..99 are attended by nobody; at this M the query and
   // key tiles are far smaller than 100 rows, so whole tiles have empty lists.
   const HeadShape shape{257, 257, 8, 8};
-  const Inputs in = random_inputs(shape, 12);
+  HeadFixture head(shape, 12);
   const Mask mask = mask_where(257, 257, [](int64_t i, int64_t j) { return i >= 100 && j >= 100 && (i + j) % 3 == 0; });
   const int64_t cache_words = 1000;
-  check_against_reference(in, mask, {cache_words});
+  check_against_reference(head, mask, {cache_words});
   const FlashTiles fwd_tiles = flash_tiles(shape, cache_words, Pass::forward, FlashMasking::block_sparse);
   const FlashTiles bwd_tiles = flash_tiles(shape, cache_words, Pass::backward, FlashMasking::block_sparse);
   ASSERT_LT(fwd_tiles.block_q, 50);
@@ -339,19 +247,19 @@ TEST(BlockSparseFlash, EmptyQueryRowsAndUnattendedKeysGiveZerosNeverNan) {
   const FlashMask bwd_mask = build_flash_mask(mask.view(), 257, 257, bwd_tiles, Pass::backward);
   EXPECT_EQ(fwd_mask.query_rows.tile_ptr[1], 0) << "query tile 0 has an empty key list";
   EXPECT_EQ(bwd_mask.key_cols.tile_ptr[1], 0) << "key tile 0 has an empty query list";
-  const ForwardOut fwd = run_forward(in, fwd_tiles, cache_words, &fwd_mask);
-  const BackwardOut bwd = run_backward(in, fwd, bwd_tiles, cache_words, &bwd_mask);
+  run_flash_forward(head, fwd_tiles, cache_words, &fwd_mask);
+  run_flash_backward(head, bwd_tiles, cache_words, &bwd_mask);
   for (int64_t r = 0; r < 100; ++r) {
-    EXPECT_EQ(fwd.lse[static_cast<size_t>(r)], kNegInf);
+    EXPECT_EQ(head.lse[static_cast<size_t>(r)], kNegInf);
     for (int64_t x = 0; x < 8; ++x) {
       const auto at = static_cast<size_t>(r * 8 + x);
-      EXPECT_EQ(fwd.o[at], 0.0f);
-      EXPECT_EQ(bwd.dq[at], 0.0f);
-      EXPECT_EQ(bwd.dk[at], 0.0f);
-      EXPECT_EQ(bwd.dv[at], 0.0f);
+      EXPECT_EQ(head.o[at], 0.0f);
+      EXPECT_EQ(head.dq[at], 0.0f);
+      EXPECT_EQ(head.dk[at], 0.0f);
+      EXPECT_EQ(head.dv[at], 0.0f);
     }
   }
-  for (const auto* values : {&fwd.o, &bwd.dq, &bwd.dk, &bwd.dv}) {
+  for (const auto* values : {&head.o, &head.dq, &head.dk, &head.dv}) {
     for (const float value : *values) EXPECT_TRUE(std::isfinite(value));
   }
 }
@@ -359,11 +267,11 @@ TEST(BlockSparseFlash, EmptyQueryRowsAndUnattendedKeysGiveZerosNeverNan) {
 TEST(BlockSparseFlash, UserBlockSizesThatTilesSpanOrSplit) {
   // Mask blocks of 1, 5, 8, 13 and 100 elements against tiles chosen from M alone.
   const HeadShape shape{257, 257, 8, 8};
-  const Inputs in = random_inputs(shape, 13);
+  const HeadFixture head(shape, 13);
   for (const int64_t block : {1, 5, 8, 13, 100}) {
     const std::string spec = "random_blocks:block=" + std::to_string(block) + ",p=0.3,seed=7";
     SCOPED_TRACE(spec);
-    check_against_reference(in, pattern(spec, 257, 257), {800, 3000});
+    check_against_reference(head, pattern(spec, 257, 257), {800, 3000});
   }
 }
 
@@ -400,7 +308,7 @@ TEST(BlockSparseFlash, RefusesAMaskOfTheWrongShapeOrTiles) {
 
 TEST(BlockSparseFlash, RefusesAFlashMaskBuiltForOtherTilesPassOrShapeBeforeWriting) {
   const HeadShape shape{7, 5, 4, 4};
-  const Inputs in = random_inputs(shape, 1);
+  const HeadFixture head(shape, 1);
   const Mask mask = pattern("causal", 7, 5);
   const FlashTiles tiles{2, 2, 2, 2};
   const FlashMask fwd_mask = build_flash_mask(mask.view(), 7, 5, tiles, Pass::forward);
@@ -408,14 +316,11 @@ TEST(BlockSparseFlash, RefusesAFlashMaskBuiltForOtherTilesPassOrShapeBeforeWriti
   const Mask bigger = pattern("causal", 8, 5);
   const FlashMask other_shape = build_flash_mask(bigger.view(), 8, 5, tiles, Pass::forward);
   auto forward_error = [&](const FlashMask& m) -> std::string {
-    std::vector<float> o(28, kNan), lse(7, kNan);
-    HeadForward problem{slow_in(in.q, 7, 4), slow_in(in.k, 5, 4), slow_in(in.v, 5, 4),
-                        slow_out(o, 7, 4), slow_out(lse, 7, 1), in.scale};
-    FastMemory fast(10000, nullptr, "block-sparse flash forward");
+    HeadFixture run = head;
     try {
-      flash_forward(fast, problem, tiles, &m);
+      run_flash_forward(run, tiles, 10000, &m);
     } catch (const spattn::InvalidArgument& error) {
-      for (const float value : o) EXPECT_TRUE(std::isnan(value)) << "nothing may be written";
+      for (const float value : run.o) EXPECT_TRUE(std::isnan(value)) << "nothing may be written";
       return error.what();
     }
     return "(no error)";
@@ -427,9 +332,10 @@ TEST(BlockSparseFlash, RefusesAFlashMaskBuiltForOtherTilesPassOrShapeBeforeWriti
             "flash forward: the flash mask is 8 x 5, expected 7 x 5 (seqlen_q x seqlen_k)");
   EXPECT_EQ(forward_error(fwd_mask), "(no error)");
 
-  const ForwardOut fwd = run_forward(in, tiles, 10000, &fwd_mask);
+  HeadFixture run = head;
+  run_flash_forward(run, tiles, 10000, &fwd_mask);
   try {
-    run_backward(in, fwd, tiles, 10000, &fwd_mask);
+    run_flash_backward(run, tiles, 10000, &fwd_mask);
     ADD_FAILURE() << "expected an error";
   } catch (const spattn::InvalidArgument& error) {
     EXPECT_STREQ(error.what(), "flash backward: the flash mask was built for the forward pass");

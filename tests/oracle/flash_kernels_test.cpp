@@ -8,6 +8,7 @@
 
 #include "cpu/kernels/flash_kernels.hpp"
 #include "support/compare.hpp"
+#include "support/head_fixture.hpp"
 #include "support/kernel_isas.hpp"
 
 #define SPATTN_KERNEL_NAMESPACE kernels_under_test
@@ -18,7 +19,6 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -33,16 +33,9 @@ namespace {
 
 namespace kernels = spattn::schedules::flash_kernels;
 
+using spattn::testing::HeadFixture;
 using spattn_test::IsaGuard;
 using spattn_test::supported_isas;
-
-std::vector<float> random_values(size_t count, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(count);
-  for (float& value : values) value = uniform(rng);
-  return values;
-}
 
 struct Shape {
   int64_t n;
@@ -50,38 +43,31 @@ struct Shape {
   int64_t cache_words;
 };
 
-// Runs flash forward + backward on one head and compares every output with the reference.
+// Runs flash forward + backward on one head through the API and compares every output with the
+// reference.
 void check_against_reference(const Shape& shape, const Mask& mask) {
   const int64_t n = shape.n, d = shape.d;
-  const auto size = static_cast<size_t>(n * d);
-  const auto q = random_values(size, 1), k = random_values(size, 2), v = random_values(size, 3),
-             d_o = random_values(size, 4);
-  std::vector<float> o(size), lse(static_cast<size_t>(n)), dq(size), dk(size), dv(size);
+  HeadFixture head(spattn::schedules::HeadShape{n, n, d, d});
   auto in = [&](const std::vector<float>& x, int64_t last) { return TensorView<const float>::matrix(x.data(), n, last); };
   auto out = [&](std::vector<float>& x, int64_t last) { return TensorView<float>::matrix(x.data(), n, last); };
   AttentionOptions options;
   options.algorithm = Algorithm::flash;
   options.cache_words = shape.cache_words;
   options.threads = 2;
-  spattn::attention_forward(in(q, d), in(k, d), in(v, d), out(o, d), out(lse, 1), mask, options);
-  spattn::attention_backward(in(q, d), in(k, d), in(v, d), in(o, d), in(lse, 1), in(d_o, d), out(dq, d), out(dk, d),
-                             out(dv, d), mask, options);
+  spattn::attention_forward(in(head.q, d), in(head.k, d), in(head.v, d), out(head.o, d), out(head.lse, 1), mask,
+                            options);
+  spattn::attention_backward(in(head.q, d), in(head.k, d), in(head.v, d), in(head.o, d), in(head.lse, 1),
+                             in(head.d_o, d), out(head.dq, d), out(head.dk, d), out(head.dv, d), mask, options);
 
-  auto wide = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
-  const auto qd = wide(q), kd = wide(k), vd = wide(v), dod = wide(d_o);
-  auto view = [&](const std::vector<double>& x) { return TensorView<const double>::matrix(x.data(), n, d); };
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const auto forward = spattn::reference::forward<int64_t>(view(qd), view(kd), view(vd), {mask.csr()}, scale);
-  const auto backward =
-      spattn::reference::backward<int64_t>(view(qd), view(kd), view(vd), view(dod), {mask.csr()}, scale);
+  const auto expected = spattn::testing::reference_of(head, mask.csr());
   const double tolerance = spattn::testing::fp32_tolerance(d + n, 1.0);
-  EXPECT_LE(spattn::testing::max_abs_error(o, forward.o), tolerance);
-  EXPECT_LE(spattn::testing::max_abs_error(lse, forward.lse), tolerance);
-  EXPECT_LE(spattn::testing::max_abs_error(dq, backward.dq), tolerance);
-  EXPECT_LE(spattn::testing::max_abs_error(dk, backward.dk), tolerance);
-  EXPECT_LE(spattn::testing::max_abs_error(dv, backward.dv), tolerance);
+  EXPECT_LE(spattn::testing::max_abs_error(head.o, expected.forward.o), tolerance);
+  EXPECT_LE(spattn::testing::max_abs_error(head.lse, expected.forward.lse), tolerance);
+  EXPECT_LE(spattn::testing::max_abs_error(head.dq, expected.backward.dq), tolerance);
+  EXPECT_LE(spattn::testing::max_abs_error(head.dk, expected.backward.dk), tolerance);
+  EXPECT_LE(spattn::testing::max_abs_error(head.dv, expected.backward.dv), tolerance);
   if (n > 1) {  // with one key, dK = 0
-    EXPECT_GT(spattn::testing::max_abs(wide(dk)), 1e-4);
+    EXPECT_GT(spattn::testing::max_abs(spattn::testing::widen(head.dk)), 1e-4);
   }
 }
 

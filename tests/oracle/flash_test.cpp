@@ -3,22 +3,16 @@
 // rectangular shapes, head_dim 1..64, head_dim_v != head_dim, and fast memories from the minimum
 // to the whole problem; native and counted runs agree bit for bit; bad arguments are refused
 // before anything is written. The word counts are tests/flash_io_test.cpp's.
-#include "schedules/flash/flash.hpp"
-
-#include "support/compare.hpp"
-
-#include <spattn/reference.hpp>
+#include "support/flash_runs.hpp"
+#include "support/head_fixture.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
-#include <random>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace {
@@ -26,130 +20,27 @@ namespace {
 using namespace spattn::schedules;
 using spattn::io::FastMemory;
 using spattn::io::Ledger;
+using spattn::testing::expect_backward_near;
+using spattn::testing::expect_forward_near;
 using spattn::testing::fp32_tolerance;
+using spattn::testing::HeadFixture;
 using spattn::testing::max_abs;
 using spattn::testing::max_abs_error;
+using spattn::testing::reference_of;
+using spattn::testing::run_flash_backward;
+using spattn::testing::run_flash_forward;
+using spattn::testing::same_bits;
+using spattn::testing::widen;
 using ::testing::HasSubstr;
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-struct Inputs {
-  HeadShape shape;
-  float scale = 1.0f;
-  std::vector<float> q, k, v, d_o;  // (n_q, d), (n_k, d), (n_k, e), (n_q, e)
-};
-
-std::vector<float> random_floats(int64_t count, float amplitude, std::mt19937_64& engine) {
-  std::uniform_real_distribution<float> uniform(-amplitude, amplitude);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& value : values) value = uniform(engine);
-  return values;
-}
-
-// Scores of a few units (softmax far from uniform), values and gradients of order 1.
-Inputs random_inputs(const HeadShape& shape, uint64_t seed) {
-  std::mt19937_64 engine(seed);
-  Inputs in;
-  in.shape = shape;
-  in.scale = 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(shape.head_dim, 1)));
-  in.q = random_floats(shape.seqlen_q * shape.head_dim, 2.0f, engine);
-  in.k = random_floats(shape.seqlen_k * shape.head_dim, 2.0f, engine);
-  in.v = random_floats(shape.seqlen_k * shape.head_dim_v, 1.0f, engine);
-  in.d_o = random_floats(shape.seqlen_q * shape.head_dim_v, 1.0f, engine);
-  return in;
-}
-
-struct ForwardOut {
-  std::vector<float> o, lse;
-};
-struct BackwardOut {
-  std::vector<float> dq, dk, dv, delta;
-};
-
-template <typename T>
-SlowMatrix<T> slow(std::vector<std::remove_const_t<T>>& data, int64_t rows, int64_t cols) {
-  return SlowMatrix<T>::dense(data.data(), rows, cols);
-}
-SlowMatrix<const float> slow_in(const std::vector<float>& data, int64_t rows, int64_t cols) {
-  return SlowMatrix<const float>::dense(data.data(), rows, cols);
-}
-
-ForwardOut run_forward(const Inputs& in, const FlashTiles& tiles, int64_t cache_words,
-                       Ledger* ledger) {
-  const HeadShape& s = in.shape;
-  ForwardOut out;
-  out.o.assign(static_cast<size_t>(s.seqlen_q * s.head_dim_v), kNan);
-  out.lse.assign(static_cast<size_t>(s.seqlen_q), kNan);
-  HeadForward problem{slow_in(in.q, s.seqlen_q, s.head_dim), slow_in(in.k, s.seqlen_k, s.head_dim),
-                      slow_in(in.v, s.seqlen_k, s.head_dim_v),
-                      slow<float>(out.o, s.seqlen_q, s.head_dim_v), slow<float>(out.lse, s.seqlen_q, 1),
-                      in.scale};
-  FastMemory fast(cache_words, ledger, "flash forward");
-  flash_forward(fast, problem, tiles);
-  return out;
-}
-
-BackwardOut run_backward(const Inputs& in, const ForwardOut& fwd, const FlashTiles& tiles,
-                         int64_t cache_words, Ledger* ledger) {
-  const HeadShape& s = in.shape;
-  BackwardOut out;
-  out.dq.assign(static_cast<size_t>(s.seqlen_q * s.head_dim), kNan);
-  out.dk.assign(static_cast<size_t>(s.seqlen_k * s.head_dim), kNan);
-  out.dv.assign(static_cast<size_t>(s.seqlen_k * s.head_dim_v), kNan);
-  out.delta.assign(static_cast<size_t>(s.seqlen_q), kNan);
-  HeadBackward problem{slow_in(in.q, s.seqlen_q, s.head_dim),
-                       slow_in(in.k, s.seqlen_k, s.head_dim),
-                       slow_in(in.v, s.seqlen_k, s.head_dim_v),
-                       slow_in(fwd.o, s.seqlen_q, s.head_dim_v),
-                       slow_in(fwd.lse, s.seqlen_q, 1),
-                       slow_in(in.d_o, s.seqlen_q, s.head_dim_v),
-                       slow<float>(out.delta, s.seqlen_q, 1),
-                       slow<float>(out.dq, s.seqlen_q, s.head_dim),
-                       slow<float>(out.dk, s.seqlen_k, s.head_dim),
-                       slow<float>(out.dv, s.seqlen_k, s.head_dim_v),
-                       in.scale};
-  FastMemory fast(cache_words, ledger, "flash backward");
-  flash_backward(fast, problem, tiles);
-  return out;
-}
-
-std::vector<double> to_double(const std::vector<float>& values) {
-  return std::vector<double>(values.begin(), values.end());
-}
-
-spattn::TensorView<const double> view(const std::vector<double>& data, int64_t rows, int64_t cols) {
-  return spattn::TensorView<const double>::matrix(data.data(), rows, cols);
-}
-
-sparse_formats::CsrPattern<int32_t> full_mask(int64_t rows, int64_t cols) {
-  auto mask = sparse_formats::CsrPattern<int32_t>::empty(rows, cols);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) mask.col_idx.push_back(static_cast<int32_t>(j));
-    mask.row_ptr[static_cast<size_t>(i + 1)] = static_cast<int32_t>((i + 1) * cols);
-  }
-  return mask;
-}
-
-template <typename T>
-bool bit_identical(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
-}
-
-// Forward and backward of `in` with the tiles flash_tiles() picks for each M, against the fp64
+// Forward and backward of `head` with the tiles flash_tiles() picks for each M, against the fp64
 // reference; counted and native runs must agree bit for bit.
-void check_against_reference(const Inputs& in, const std::vector<int64_t>& cache_sizes) {
-  const HeadShape& s = in.shape;
-  const auto q = to_double(in.q), k = to_double(in.k), v = to_double(in.v), d_o = to_double(in.d_o);
-  const auto mask = full_mask(s.seqlen_q, s.seqlen_k);
-  const spattn::reference::MaskList<int32_t> masks{mask.view()};
-  const auto ref_fwd = spattn::reference::forward<int32_t>(
-      view(q, s.seqlen_q, s.head_dim), view(k, s.seqlen_k, s.head_dim),
-      view(v, s.seqlen_k, s.head_dim_v), masks, static_cast<double>(in.scale));
-  const auto ref_bwd = spattn::reference::backward<int32_t>(
-      view(q, s.seqlen_q, s.head_dim), view(k, s.seqlen_k, s.head_dim),
-      view(v, s.seqlen_k, s.head_dim_v), view(d_o, s.seqlen_q, s.head_dim_v), masks,
-      static_cast<double>(in.scale));
+void check_against_reference(const HeadFixture& head, const std::vector<int64_t>& cache_sizes) {
+  const HeadShape& s = head.shape;
+  const auto expected = reference_of(head);
   // Forward: score dot products of head_dim terms, then sums over seqlen_k keys. Backward: the
   // same plus dO . V (head_dim_v terms) and sums over seqlen_q queries (dK, dV).
   const int64_t forward_terms = s.head_dim + s.seqlen_k;
@@ -159,29 +50,26 @@ void check_against_reference(const Inputs& in, const std::vector<int64_t>& cache
     SCOPED_TRACE("M = " + std::to_string(cache_words));
     const FlashTiles fwd_tiles = flash_tiles(s, cache_words, Pass::forward);
     const FlashTiles bwd_tiles = flash_tiles(s, cache_words, Pass::backward);
+    HeadFixture counted = head, native = head;
     Ledger ledger;
-    const ForwardOut fwd = run_forward(in, fwd_tiles, cache_words, &ledger);
-    EXPECT_LE(max_abs_error(fwd.o, ref_fwd.o), fp32_tolerance(forward_terms, max_abs(ref_fwd.o)));
-    EXPECT_LE(max_abs_error(fwd.lse, ref_fwd.lse),
-              fp32_tolerance(forward_terms, max_abs(ref_fwd.lse)));
-    const ForwardOut native_fwd = run_forward(in, fwd_tiles, cache_words, nullptr);
-    EXPECT_TRUE(bit_identical(fwd.o, native_fwd.o) && bit_identical(fwd.lse, native_fwd.lse));
+    run_flash_forward(counted, fwd_tiles, cache_words, nullptr, &ledger);
+    expect_forward_near(counted, expected, forward_terms);
+    run_flash_forward(native, fwd_tiles, cache_words);
+    EXPECT_TRUE(same_bits(counted.o, native.o) && same_bits(counted.lse, native.lse));
 
-    const BackwardOut bwd = run_backward(in, fwd, bwd_tiles, cache_words, &ledger);
-    EXPECT_LE(max_abs_error(bwd.dq, ref_bwd.dq), fp32_tolerance(backward_terms, max_abs(ref_bwd.dq)));
-    EXPECT_LE(max_abs_error(bwd.dk, ref_bwd.dk), fp32_tolerance(backward_terms, max_abs(ref_bwd.dk)));
-    EXPECT_LE(max_abs_error(bwd.dv, ref_bwd.dv), fp32_tolerance(backward_terms, max_abs(ref_bwd.dv)));
-    const BackwardOut native_bwd = run_backward(in, fwd, bwd_tiles, cache_words, nullptr);
-    EXPECT_TRUE(bit_identical(bwd.dq, native_bwd.dq) && bit_identical(bwd.dk, native_bwd.dk) &&
-                bit_identical(bwd.dv, native_bwd.dv));
+    run_flash_backward(counted, bwd_tiles, cache_words, nullptr, &ledger);
+    expect_backward_near(counted, expected, backward_terms);
+    run_flash_backward(native, bwd_tiles, cache_words);
+    EXPECT_TRUE(same_bits(counted.dq, native.dq) && same_bits(counted.dk, native.dk) &&
+                same_bits(counted.dv, native.dv));
 
     // Non-trivial: the outputs carry signal (inputs are random, so exact zeros would be a bug).
     if (s.seqlen_q > 0 && s.seqlen_k > 0 && s.head_dim_v > 0) {
-      EXPECT_GT(max_abs(to_double(fwd.o)), 0.0);
-      EXPECT_GT(max_abs(to_double(bwd.dv)), 0.0);
+      EXPECT_GT(max_abs(widen(counted.o)), 0.0);
+      EXPECT_GT(max_abs(widen(counted.dv)), 0.0);
       if (s.seqlen_k > 1 && s.head_dim > 0) {  // one key: P = 1 whatever S is, dS = 0
-        EXPECT_GT(max_abs(to_double(bwd.dq)), 0.0);
-        EXPECT_GT(max_abs(to_double(bwd.dk)), 0.0);
+        EXPECT_GT(max_abs(widen(counted.dq)), 0.0);
+        EXPECT_GT(max_abs(widen(counted.dk)), 0.0);
       }
     }
   }
@@ -199,25 +87,26 @@ std::vector<int64_t> cache_sizes_for(const HeadShape& shape) {
 
 TEST(FlashForward, HandCheckedTwoKeys) {
   // scale 1, q = 1, k = (0, ln 3): S = (0, ln 3), P = (1/4, 3/4), LSE = ln 4, O = 3/4 * 4 = 3.
-  Inputs in;
-  in.shape = {1, 2, 1, 1};
-  in.q = {1.0f};
-  in.k = {0.0f, std::log(3.0f)};
-  in.v = {0.0f, 4.0f};
-  in.d_o = {1.0f};
+  HeadFixture head(HeadShape{1, 2, 1, 1});
+  head.scale = 1.0f;
+  head.q = {1.0f};
+  head.k = {0.0f, std::log(3.0f)};
+  head.v = {0.0f, 4.0f};
+  head.d_o = {1.0f};
   for (const FlashTiles tiles : {FlashTiles{1, 1, 1, 1}, FlashTiles{1, 2, 2, 1}}) {
-    const ForwardOut fwd = run_forward(in, tiles, 1000, nullptr);
-    EXPECT_NEAR(fwd.o[0], 3.0f, 1e-6f);
-    EXPECT_NEAR(fwd.lse[0], std::log(4.0f), 1e-6f);
+    head.poison_outputs(kNan);
+    run_flash_forward(head, tiles, 1000);
+    EXPECT_NEAR(head.o[0], 3.0f, 1e-6f);
+    EXPECT_NEAR(head.lse[0], std::log(4.0f), 1e-6f);
     // D = dO . O = 3, dP = dO v = (0, 4), dS = P (dP - D) = (-3/4, 3/4);
     // dQ = dS K = 3/4 ln 3, dK = dS^T q = (-3/4, 3/4), dV = P^T dO = (1/4, 3/4).
-    const BackwardOut bwd = run_backward(in, fwd, tiles, 1000, nullptr);
-    EXPECT_NEAR(bwd.delta[0], 3.0f, 1e-6f);
-    EXPECT_NEAR(bwd.dq[0], 0.75f * std::log(3.0f), 1e-6f);
-    EXPECT_NEAR(bwd.dk[0], -0.75f, 1e-6f);
-    EXPECT_NEAR(bwd.dk[1], 0.75f, 1e-6f);
-    EXPECT_NEAR(bwd.dv[0], 0.25f, 1e-6f);
-    EXPECT_NEAR(bwd.dv[1], 0.75f, 1e-6f);
+    run_flash_backward(head, tiles, 1000);
+    EXPECT_NEAR(head.delta[0], 3.0f, 1e-6f);
+    EXPECT_NEAR(head.dq[0], 0.75f * std::log(3.0f), 1e-6f);
+    EXPECT_NEAR(head.dk[0], -0.75f, 1e-6f);
+    EXPECT_NEAR(head.dk[1], 0.75f, 1e-6f);
+    EXPECT_NEAR(head.dv[0], 0.25f, 1e-6f);
+    EXPECT_NEAR(head.dv[1], 0.75f, 1e-6f);
   }
 }
 
@@ -226,8 +115,7 @@ TEST(Flash, MatchesReferenceOnSquareShapes) {
     for (const int64_t d : {1, 8, 64}) {
       SCOPED_TRACE("n = " + std::to_string(n) + ", d = " + std::to_string(d));
       const HeadShape shape{n, n, d, d};
-      check_against_reference(random_inputs(shape, static_cast<uint64_t>(n * 100 + d)),
-                              cache_sizes_for(shape));
+      check_against_reference(HeadFixture(shape, static_cast<uint32_t>(n * 100 + d)), cache_sizes_for(shape));
     }
   }
 }
@@ -240,7 +128,7 @@ TEST(Flash, MatchesReferenceOnRectangularShapesAndHeadDimV) {
     SCOPED_TRACE("n_q = " + std::to_string(shape.seqlen_q) + ", n_k = " +
                  std::to_string(shape.seqlen_k) + ", d = " + std::to_string(shape.head_dim) +
                  ", d_v = " + std::to_string(shape.head_dim_v));
-    check_against_reference(random_inputs(shape, static_cast<uint64_t>(shape.seqlen_q * 7 + shape.seqlen_k)),
+    check_against_reference(HeadFixture(shape, static_cast<uint32_t>(shape.seqlen_q * 7 + shape.seqlen_k)),
                             cache_sizes_for(shape));
   }
 }
@@ -248,69 +136,66 @@ TEST(Flash, MatchesReferenceOnRectangularShapesAndHeadDimV) {
 TEST(Flash, HandPickedTilesThatDoNotDivideTheSequences) {
   // Tiles the planner would not pick (partial tiles at both ends, inner larger than outer).
   const HeadShape shape{97, 61, 8, 8};
-  const Inputs in = random_inputs(shape, 5);
-  const ForwardOut a = run_forward(in, {5, 13, 0, 0}, 100000, nullptr);
-  const ForwardOut b = run_forward(in, {97, 61, 0, 0}, 100000, nullptr);
-  EXPECT_LE(max_abs_error(a.o, to_double(b.o)), fp32_tolerance(shape.head_dim + shape.seqlen_k, 1.0));
-  const BackwardOut ga = run_backward(in, a, {3, 11, 7, 29}, 100000, nullptr);
-  const BackwardOut gb = run_backward(in, a, {97, 61, 97, 61}, 100000, nullptr);
+  HeadFixture a(shape, 5), b(shape, 5);
+  run_flash_forward(a, {5, 13, 0, 0}, 100000);
+  run_flash_forward(b, {97, 61, 0, 0}, 100000);
+  EXPECT_LE(max_abs_error(a.o, widen(b.o)), fp32_tolerance(shape.head_dim + shape.seqlen_k, 1.0));
+  b.o = a.o;  // both backward runs read the same forward outputs
+  b.lse = a.lse;
+  run_flash_backward(a, {3, 11, 7, 29}, 100000);
+  run_flash_backward(b, {97, 61, 97, 61}, 100000);
   const int64_t terms = shape.head_dim + shape.seqlen_q;
-  EXPECT_LE(max_abs_error(ga.dq, to_double(gb.dq)), fp32_tolerance(terms, max_abs(to_double(gb.dq))));
-  EXPECT_LE(max_abs_error(ga.dk, to_double(gb.dk)), fp32_tolerance(terms, max_abs(to_double(gb.dk))));
-  EXPECT_LE(max_abs_error(ga.dv, to_double(gb.dv)), fp32_tolerance(terms, max_abs(to_double(gb.dv))));
+  EXPECT_LE(max_abs_error(a.dq, widen(b.dq)), fp32_tolerance(terms, max_abs(widen(b.dq))));
+  EXPECT_LE(max_abs_error(a.dk, widen(b.dk)), fp32_tolerance(terms, max_abs(widen(b.dk))));
+  EXPECT_LE(max_abs_error(a.dv, widen(b.dv)), fp32_tolerance(terms, max_abs(widen(b.dv))));
 }
 
 TEST(Flash, NoKeysGivesZeroOutputMinusInfLseAndZeroGradients) {
   const HeadShape shape{7, 0, 8, 8};
-  const Inputs in = random_inputs(shape, 1);
+  HeadFixture head(shape, 1);
   const int64_t cache_words = flash_min_cache_words(shape, Pass::backward);
-  const ForwardOut fwd = run_forward(in, flash_tiles(shape, cache_words, Pass::forward), cache_words, nullptr);
-  for (const float value : fwd.o) EXPECT_EQ(value, 0.0f);
-  for (const float value : fwd.lse) EXPECT_EQ(value, kNegInf);
-  const BackwardOut bwd =
-      run_backward(in, fwd, flash_tiles(shape, cache_words, Pass::backward), cache_words, nullptr);
-  for (const float value : bwd.dq) EXPECT_EQ(value, 0.0f);
-  for (const float value : bwd.delta) EXPECT_TRUE(std::isnan(value)) << "D is not needed, not written";
+  run_flash_forward(head, flash_tiles(shape, cache_words, Pass::forward), cache_words);
+  for (const float value : head.o) EXPECT_EQ(value, 0.0f);
+  for (const float value : head.lse) EXPECT_EQ(value, kNegInf);
+  run_flash_backward(head, flash_tiles(shape, cache_words, Pass::backward), cache_words);
+  for (const float value : head.dq) EXPECT_EQ(value, 0.0f);
+  for (const float value : head.delta) EXPECT_TRUE(std::isnan(value)) << "D is not needed, not written";
 }
 
 TEST(Flash, NoQueriesGivesZeroKeyGradients) {
   const HeadShape shape{0, 7, 8, 4};
-  const Inputs in = random_inputs(shape, 2);
+  HeadFixture head(shape, 2);
   const int64_t cache_words = 1000;
-  const ForwardOut fwd = run_forward(in, flash_tiles(shape, cache_words, Pass::forward), cache_words, nullptr);
-  EXPECT_TRUE(fwd.o.empty() && fwd.lse.empty());
-  const BackwardOut bwd =
-      run_backward(in, fwd, flash_tiles(shape, cache_words, Pass::backward), cache_words, nullptr);
-  ASSERT_EQ(bwd.dk.size(), 56u);
-  ASSERT_EQ(bwd.dv.size(), 28u);
-  for (const float value : bwd.dk) EXPECT_EQ(value, 0.0f);
-  for (const float value : bwd.dv) EXPECT_EQ(value, 0.0f);
+  run_flash_forward(head, flash_tiles(shape, cache_words, Pass::forward), cache_words);
+  EXPECT_TRUE(head.o.empty() && head.lse.empty());
+  run_flash_backward(head, flash_tiles(shape, cache_words, Pass::backward), cache_words);
+  ASSERT_EQ(head.dk.size(), 56u);
+  ASSERT_EQ(head.dv.size(), 28u);
+  for (const float value : head.dk) EXPECT_EQ(value, 0.0f);
+  for (const float value : head.dv) EXPECT_EQ(value, 0.0f);
 }
 
 TEST(Flash, MinusInfLseRowContributesNothing) {
   // A row the forward found empty (LSE = -inf; only a mask produces it, which the dense schedule
   // still has to survive in its backward): zero gradients from it, never NaN.
-  const HeadShape shape{3, 5, 4, 4};
-  const Inputs in = random_inputs(shape, 3);
-  ForwardOut fwd = run_forward(in, {3, 5, 0, 0}, 1000, nullptr);
-  fwd.lse[1] = kNegInf;
-  for (int64_t x = 0; x < 4; ++x) fwd.o[static_cast<size_t>(4 + x)] = 0.0f;
-  const BackwardOut bwd = run_backward(in, fwd, {2, 2, 2, 2}, 1000, nullptr);
-  for (int64_t x = 0; x < 4; ++x) EXPECT_EQ(bwd.dq[static_cast<size_t>(4 + x)], 0.0f);
-  for (const float value : bwd.dk) EXPECT_FALSE(std::isnan(value));
-  for (const float value : bwd.dv) EXPECT_FALSE(std::isnan(value));
+  HeadFixture head(HeadShape{3, 5, 4, 4}, 3);
+  run_flash_forward(head, {3, 5, 0, 0}, 1000);
+  head.lse[1] = kNegInf;
+  for (int64_t x = 0; x < 4; ++x) head.o[static_cast<size_t>(4 + x)] = 0.0f;
+  run_flash_backward(head, {2, 2, 2, 2}, 1000);
+  for (int64_t x = 0; x < 4; ++x) EXPECT_EQ(head.dq[static_cast<size_t>(4 + x)], 0.0f);
+  for (const float value : head.dk) EXPECT_FALSE(std::isnan(value));
+  for (const float value : head.dv) EXPECT_FALSE(std::isnan(value));
 }
 
 // ---- Refusals: each names the argument and the values, and nothing is written -----------------
 
-std::string forward_error(Inputs in, HeadShape o_shape, const FlashTiles& tiles, float scale) {
+// The error of a forward whose o has o_shape's rows and head_dim_v, with this scale.
+std::string forward_error(HeadFixture head, const HeadShape& o_shape, const FlashTiles& tiles, float scale) {
   std::vector<float> o(static_cast<size_t>(o_shape.seqlen_q * o_shape.head_dim_v), kNan);
-  std::vector<float> lse(static_cast<size_t>(in.shape.seqlen_q), kNan);
-  const HeadShape& s = in.shape;
-  HeadForward problem{slow_in(in.q, s.seqlen_q, s.head_dim), slow_in(in.k, s.seqlen_k, s.head_dim),
-                      slow_in(in.v, s.seqlen_k, s.head_dim_v),
-                      slow<float>(o, o_shape.seqlen_q, o_shape.head_dim_v),
-                      slow<float>(lse, s.seqlen_q, 1), scale};
+  HeadForward problem = head.forward();
+  problem.o = HeadFixture::out(o, o_shape.seqlen_q, o_shape.head_dim_v);
+  problem.scale = scale;
   FastMemory fast(100000, nullptr, "flash forward");
   try {
     flash_forward(fast, problem, tiles);
@@ -322,37 +207,31 @@ std::string forward_error(Inputs in, HeadShape o_shape, const FlashTiles& tiles,
 }
 
 TEST(FlashForward, RefusesAMisshapedOutput) {
-  const Inputs in = random_inputs({7, 5, 8, 16}, 1);
-  EXPECT_EQ(forward_error(in, {7, 5, 8, 8}, {4, 4, 0, 0}, 1.0f),
+  const HeadFixture head(HeadShape{7, 5, 8, 16}, 1);
+  EXPECT_EQ(forward_error(head, {7, 5, 8, 8}, {4, 4, 0, 0}, 1.0f),
             "flash forward: o is 7 x 8, expected 7 x 16 (seqlen_q x head_dim_v)");
 }
 
 TEST(FlashForward, RefusesNonPositiveTilesAndNonFiniteScale) {
-  const Inputs in = random_inputs({7, 5, 8, 8}, 1);
-  EXPECT_EQ(forward_error(in, in.shape, {0, 4, 0, 0}, 1.0f),
+  const HeadFixture head(HeadShape{7, 5, 8, 8}, 1);
+  EXPECT_EQ(forward_error(head, head.shape, {0, 4, 0, 0}, 1.0f),
             "flash forward: tile block_q = 0 rows must be positive");
-  EXPECT_THAT(forward_error(in, in.shape, {4, 4, 0, 0}, std::numeric_limits<float>::infinity()),
+  EXPECT_THAT(forward_error(head, head.shape, {4, 4, 0, 0}, std::numeric_limits<float>::infinity()),
               HasSubstr("flash forward: scale = inf must be finite"));
 }
 
 TEST(FlashBackward, RefusesMisshapedGradientsAndTiles) {
-  const Inputs in = random_inputs({7, 5, 8, 8}, 1);
-  const ForwardOut fwd = run_forward(in, {4, 4, 0, 0}, 10000, nullptr);
+  HeadFixture head(HeadShape{7, 5, 8, 8}, 1);
+  run_flash_forward(head, {4, 4, 0, 0}, 10000);
   try {
-    run_backward(in, fwd, {4, 4, 0, 4}, 10000, nullptr);
+    run_flash_backward(head, {4, 4, 0, 4}, 10000);
     ADD_FAILURE() << "expected an error";
   } catch (const spattn::InvalidArgument& error) {
     EXPECT_STREQ(error.what(), "flash backward: tile dkdv_block_q = 0 rows must be positive");
   }
-  BackwardOut out;
   std::vector<float> dk(40, kNan);  // 4 rows where k has 5
-  out.dq.assign(56, kNan);
-  out.dv.assign(40, kNan);
-  out.delta.assign(7, kNan);
-  HeadBackward problem{slow_in(in.q, 7, 8), slow_in(in.k, 5, 8), slow_in(in.v, 5, 8),
-                       slow_in(fwd.o, 7, 8), slow_in(fwd.lse, 7, 1), slow_in(in.d_o, 7, 8),
-                       slow<float>(out.delta, 7, 1), slow<float>(out.dq, 7, 8),
-                       slow<float>(dk, 4, 8), slow<float>(out.dv, 5, 8), in.scale};
+  HeadBackward problem = head.backward();
+  problem.dk = HeadFixture::out(dk, 4, 8);
   FastMemory fast(10000, nullptr, "flash backward");
   try {
     flash_backward(fast, problem, {4, 4, 4, 4});
@@ -360,14 +239,14 @@ TEST(FlashBackward, RefusesMisshapedGradientsAndTiles) {
   } catch (const spattn::InvalidArgument& error) {
     EXPECT_STREQ(error.what(), "flash backward: dk is 4 x 8, expected 5 x 8 (seqlen_k x head_dim)");
   }
-  for (const float value : out.dq) EXPECT_TRUE(std::isnan(value));
-  for (const float value : out.delta) EXPECT_TRUE(std::isnan(value));
+  for (const float value : head.dq) EXPECT_TRUE(std::isnan(value));
+  for (const float value : head.delta) EXPECT_TRUE(std::isnan(value));
 }
 
 TEST(Flash, TilesTooLargeForTheFastMemoryAreRefusedByIt) {
-  const Inputs in = random_inputs({64, 64, 8, 8}, 1);
+  HeadFixture head(HeadShape{64, 64, 8, 8}, 1);
   try {
-    run_forward(in, {64, 64, 0, 0}, 1000, nullptr);
+    run_flash_forward(head, {64, 64, 0, 0}, 1000);
     ADD_FAILURE() << "expected an error";
   } catch (const spattn::RuntimeError& error) {
     EXPECT_THAT(error.what(), HasSubstr("more than M = 1000"));

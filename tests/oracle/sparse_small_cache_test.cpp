@@ -5,14 +5,11 @@
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 #include "plan/sparse_small_cache_tile_choice.hpp"
 
-#include "support/compare.hpp"
-
-#include <spattn/reference.hpp>
+#include "support/head_fixture.hpp"
+#include "support/test_helpers.hpp"
 
 #include <sparse_formats/convert.hpp>
 #include <sparse_formats/patterns.hpp>
-
-#include "support/test_helpers.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,134 +17,54 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 namespace {
 
 using namespace spattn::schedules;
-using spattn::TensorView;
+using sparse_formats::CsrPattern;
 using spattn::io::FastMemory;
 using spattn::io::Ledger;
-namespace reference = spattn::reference;
-using sparse_formats::CsrPattern;
-using spattn::testing::fp32_tolerance;
-using spattn::testing::max_abs;
-using spattn::testing::max_abs_error;
-
-using spattn::testing::kSanitized;
-
-using spattn::testing::message_of;
 using spattn::testing::contains;
-std::vector<float> random_values(int64_t count, uint32_t seed) { return spattn::testing::random_floats(count, seed); }
-
+using spattn::testing::expect_backward_near;
+using spattn::testing::expect_equal_outputs;
+using spattn::testing::expect_forward_near;
+using spattn::testing::HeadFixture;
+using spattn::testing::HeadReference;
+using spattn::testing::kSanitized;
+using spattn::testing::max_abs;
+using spattn::testing::message_of;
+using spattn::testing::reference_of;
 using spattn::testing::widen;
 
 SparseSmallCacheMask prepare(const CsrPattern<int32_t>& mask) {
   return SparseSmallCacheMask(sparse_formats::convert_index<int64_t>(mask.view()).view());
 }
 
-// One head's inputs and outputs, fp32, row-major; outputs start at a sentinel so that a value
-// never written shows.
-struct Problem {
-  HeadShape shape;
-  float scale = 1.0f;
-  std::vector<float> q, k, v, d_o;
-  std::vector<float> o, lse, delta, dq, dk, dv;
-
-  explicit Problem(const HeadShape& s, uint32_t seed = 1) : shape(s) {
-    const int64_t m = s.seqlen_q, n = s.seqlen_k, d = s.head_dim, e = s.head_dim_v;
-    scale = d > 0 ? 1.0f / std::sqrt(static_cast<float>(d)) : 1.0f;
-    q = random_values(m * d, seed);
-    for (float& x : q) x *= 3.0f;  // logits far from uniform
-    k = random_values(n * d, seed + 1);
-    v = random_values(n * e, seed + 2);
-    d_o = random_values(m * e, seed + 3);
-    o.assign(static_cast<size_t>(m * e), 7.0f);
-    lse.assign(static_cast<size_t>(m), 7.0f);
-    delta.assign(static_cast<size_t>(m), 0.0f);
-    dq.assign(static_cast<size_t>(m * d), 7.0f);
-    dk.assign(static_cast<size_t>(n * d), 7.0f);
-    dv.assign(static_cast<size_t>(n * e), 7.0f);
-  }
-  HeadForward forward() {
-    const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
-    return {SlowMatrix<const float>::dense(q.data(), m, d),
-            SlowMatrix<const float>::dense(k.data(), n, d),
-            SlowMatrix<const float>::dense(v.data(), n, e),
-            SlowMatrix<float>::dense(o.data(), m, e),
-            SlowMatrix<float>::dense(lse.data(), m, 1),
-            scale};
-  }
-  HeadBackward backward() {
-    const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
-    return {SlowMatrix<const float>::dense(q.data(), m, d),
-            SlowMatrix<const float>::dense(k.data(), n, d),
-            SlowMatrix<const float>::dense(v.data(), n, e),
-            SlowMatrix<const float>::dense(o.data(), m, e),
-            SlowMatrix<const float>::dense(lse.data(), m, 1),
-            SlowMatrix<const float>::dense(d_o.data(), m, e),
-            SlowMatrix<float>::dense(delta.data(), m, 1),
-            SlowMatrix<float>::dense(dq.data(), m, d),
-            SlowMatrix<float>::dense(dk.data(), n, d),
-            SlowMatrix<float>::dense(dv.data(), n, e),
-            scale};
-  }
-};
-
-struct Expected {
-  reference::ForwardResult forward;
-  reference::BackwardResult backward;
-};
-
-Expected reference_of(const Problem& p, const CsrPattern<int32_t>& mask) {
-  const HeadShape& s = p.shape;
-  const auto q = widen(p.q), k = widen(p.k), v = widen(p.v), d_o = widen(p.d_o);
-  const reference::MaskList<int32_t> masks{mask.view()};
-  const auto q_view = TensorView<const double>::matrix(q.data(), s.seqlen_q, s.head_dim);
-  const auto k_view = TensorView<const double>::matrix(k.data(), s.seqlen_k, s.head_dim);
-  const auto v_view = TensorView<const double>::matrix(v.data(), s.seqlen_k, s.head_dim_v);
-  const auto d_o_view = TensorView<const double>::matrix(d_o.data(), s.seqlen_q, s.head_dim_v);
-  return {reference::forward<int32_t>(q_view, k_view, v_view, masks, p.scale),
-          reference::backward<int32_t>(q_view, k_view, v_view, d_o_view, masks, p.scale)};
-}
-
-void run_forward(Problem& p, const SparseSmallCacheMask& mask, int64_t cache_words,
-                 Ledger* ledger) {
+void run_forward(HeadFixture& p, const SparseSmallCacheMask& mask, int64_t cache_words, Ledger* ledger) {
   FastMemory fast(cache_words, ledger, "sparse_small_cache forward");
   sparse_small_cache_forward(fast, p.forward(), mask,
                              sparse_small_cache_tiles(p.shape, mask, cache_words, Pass::forward));
 }
 
-void run_backward(Problem& p, const SparseSmallCacheMask& mask, int64_t cache_words,
-                  Ledger* ledger) {
+void run_backward(HeadFixture& p, const SparseSmallCacheMask& mask, int64_t cache_words, Ledger* ledger) {
   FastMemory fast(cache_words, ledger, "sparse_small_cache backward");
   sparse_small_cache_backward(fast, p.backward(), mask,
                               sparse_small_cache_tiles(p.shape, mask, cache_words, Pass::backward));
 }
 
 // Forward then backward (on the forward's own O and LSE) at fast memory M, compared with the
-// reference; every output word is checked (the sentinel 7 would show).
-Problem check_against_reference(const HeadShape& shape, const SparseSmallCacheMask& mask,
-                                int64_t cache_words, const Expected& expected) {
-  Problem p(shape);
+// reference; every output word is checked (the NaN the outputs start at would show).
+HeadFixture check_against_reference(const HeadShape& shape, const SparseSmallCacheMask& mask, int64_t cache_words,
+                                    const HeadReference& expected) {
+  HeadFixture p(shape);
   Ledger ledger;
   run_forward(p, mask, cache_words, &ledger);
   const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
-  const int64_t forward_terms = d + n;
-  EXPECT_LE(max_abs_error(p.o, expected.forward.o),
-            fp32_tolerance(forward_terms, max_abs(expected.forward.o)));
-  EXPECT_LE(max_abs_error(p.lse, expected.forward.lse),
-            fp32_tolerance(forward_terms, max_abs(expected.forward.lse)));
+  expect_forward_near(p, expected, d + n);
   run_backward(p, mask, cache_words, &ledger);
-  const int64_t backward_terms = d + e + m + n;
-  EXPECT_LE(max_abs_error(p.dq, expected.backward.dq),
-            fp32_tolerance(backward_terms, max_abs(expected.backward.dq)));
-  EXPECT_LE(max_abs_error(p.dk, expected.backward.dk),
-            fp32_tolerance(backward_terms, max_abs(expected.backward.dk)));
-  EXPECT_LE(max_abs_error(p.dv, expected.backward.dv),
-            fp32_tolerance(backward_terms, max_abs(expected.backward.dv)));
+  expect_backward_near(p, expected, d + e + m + n);
   EXPECT_LE(ledger.peak_resident(), cache_words);
   return p;
 }
@@ -156,7 +73,7 @@ Problem check_against_reference(const HeadShape& shape, const SparseSmallCacheMa
 void check_mask(const HeadShape& shape, const CsrPattern<int32_t>& mask32,
                 const std::vector<int64_t>& caches) {
   const SparseSmallCacheMask mask = prepare(mask32);
-  const Expected expected = reference_of(Problem(shape), mask32);
+  const HeadReference expected = reference_of(HeadFixture(shape), mask32.view());
   for (int64_t cache_words : caches) {
     SCOPED_TRACE(::testing::Message()
                  << "seqlen_q " << shape.seqlen_q << " seqlen_k " << shape.seqlen_k << " d "
@@ -267,8 +184,8 @@ TEST(SparseSmallCache, EmptyRowsGiveZeroOutputMinusInfinityLseAndNoGradient) {
   const HeadShape shape{10, 8, 4, 3};
   for (int64_t cache_words : {11, 30, 500}) {
     const SparseSmallCacheMask prepared = prepare(mask);
-    const Problem p =
-        check_against_reference(shape, prepared, cache_words, reference_of(Problem(shape), mask));
+    const HeadFixture p =
+        check_against_reference(shape, prepared, cache_words, reference_of(HeadFixture(shape), mask.view()));
     for (int64_t i : {0, 3, 4, 9}) {
       EXPECT_EQ(p.lse[static_cast<size_t>(i)], -std::numeric_limits<float>::infinity());
       for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(p.o[static_cast<size_t>(i * 3 + c)], 0.0f);
@@ -288,7 +205,7 @@ TEST(SparseSmallCache, EmptyMaskGivesZerosAndMinusInfinity) {
        {HeadShape{9, 5, 4, 3}, HeadShape{5, 0, 4, 3}, HeadShape{0, 6, 4, 3}}) {
     const auto mask = CsrPattern<int32_t>::empty(shape.seqlen_q, shape.seqlen_k);
     const SparseSmallCacheMask prepared = prepare(mask);
-    Problem p(shape);
+    HeadFixture p(shape);
     run_forward(p, prepared, 11, nullptr);
     run_backward(p, prepared, 11, nullptr);
     const auto m = static_cast<size_t>(shape.seqlen_q), n = static_cast<size_t>(shape.seqlen_k);
@@ -308,7 +225,7 @@ TEST(SparseSmallCache, SingleEntryAttendsOneKeyWithProbabilityOne) {
   for (size_t i = 3; i < mask.row_ptr.size(); ++i) mask.row_ptr[i] = 1;
   const HeadShape shape{5, 6, 3, 2};
   const SparseSmallCacheMask prepared = prepare(mask);
-  Problem p(shape);
+  HeadFixture p(shape);
   run_forward(p, prepared, 12, nullptr);
   run_backward(p, prepared, 12, nullptr);
   EXPECT_EQ(p.o[4], p.v[8]);
@@ -324,8 +241,8 @@ TEST(SparseSmallCache, OutputsAreNonTrivial) {
   const HeadShape shape{64, 64, 8, 8};
   const auto mask = sparse_formats::random_pattern(64, 64, 0.1, 3);
   const SparseSmallCacheMask prepared = prepare(mask);
-  const Problem p =
-      check_against_reference(shape, prepared, 100, reference_of(Problem(shape), mask));
+  const HeadFixture p =
+      check_against_reference(shape, prepared, 100, reference_of(HeadFixture(shape), mask.view()));
   EXPECT_TRUE(nontrivial(p.o));
   EXPECT_TRUE(nontrivial(p.dq));
   EXPECT_TRUE(nontrivial(p.dk));
@@ -339,18 +256,14 @@ TEST(SparseSmallCache, NativeRunIsBitIdenticalToCountedRun) {
     const auto mask = sparse_formats::random_pattern(shape.seqlen_q, shape.seqlen_k, 0.15, 9);
     const SparseSmallCacheMask prepared = prepare(mask);
     for (int64_t cache_words : {11, 90, 5000}) {
-      Problem counted(shape), native(shape);
+      HeadFixture counted(shape), native(shape);
       Ledger ledger;
       run_forward(counted, prepared, cache_words, &ledger);
       run_backward(counted, prepared, cache_words, &ledger);
       run_forward(native, prepared, cache_words, nullptr);
       run_backward(native, prepared, cache_words, nullptr);
       EXPECT_GT(ledger.reads(), 0);
-      EXPECT_EQ(counted.o, native.o);
-      EXPECT_EQ(counted.lse, native.lse);
-      EXPECT_EQ(counted.dq, native.dq);
-      EXPECT_EQ(counted.dk, native.dk);
-      EXPECT_EQ(counted.dv, native.dv);
+      expect_equal_outputs(counted, native);
     }
   }
 }
@@ -370,7 +283,7 @@ TEST(SparseSmallCache, WorkersGiveTheOneWorkerBitsAndMoveThePredictedWords) {
           {int64_t{5000}, spattn::PlanObjective::time}}) {
       const auto forward_tiles = sparse_small_cache_tiles(shape, prepared, cache_words, Pass::forward, objective);
       const auto backward_tiles = sparse_small_cache_tiles(shape, prepared, cache_words, Pass::backward, objective);
-      Problem one(shape);
+      HeadFixture one(shape);
       {
         FastMemory forward_fast(cache_words, nullptr, "one forward");
         sparse_small_cache_forward(forward_fast, one.forward(), prepared, forward_tiles);
@@ -381,7 +294,7 @@ TEST(SparseSmallCache, WorkersGiveTheOneWorkerBitsAndMoveThePredictedWords) {
       for (int workers : {1, 2, 3}) {
         const std::string where = std::to_string(workers) + " workers, M " + std::to_string(cache_words) + ", " +
                                   spattn::plan_objective_name(objective);
-        Problem team(shape);
+        HeadFixture team(shape);
         Ledger forward_ledger, backward_ledger;
         spattn::cpu::WorkerMemories forward_memories(workers, cache_words, &forward_ledger, "f");
         sparse_small_cache_forward(forward_memories, team.forward(), prepared, forward_tiles);
@@ -389,11 +302,8 @@ TEST(SparseSmallCache, WorkersGiveTheOneWorkerBitsAndMoveThePredictedWords) {
         spattn::cpu::WorkerMemories backward_memories(workers, cache_words, &backward_ledger, "b");
         sparse_small_cache_backward(backward_memories, team.backward(), prepared, backward_tiles);
         backward_memories.merge_ledgers();
-        EXPECT_EQ(team.o, one.o) << where;
-        EXPECT_EQ(team.lse, one.lse) << where;
-        EXPECT_EQ(team.dq, one.dq) << where;
-        EXPECT_EQ(team.dk, one.dk) << where;
-        EXPECT_EQ(team.dv, one.dv) << where;
+        SCOPED_TRACE(where);
+        expect_equal_outputs(team, one);
         const SparseIo forward_words = predict_sparse_small_cache_forward(shape, prepared, forward_tiles);
         const SparseIo backward_words = predict_sparse_small_cache_backward(shape, prepared, backward_tiles);
         EXPECT_EQ(forward_ledger.reads(), forward_words.total().reads) << where;
@@ -418,7 +328,7 @@ TEST(SparseSmallCache, TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits)
     for (const int64_t cache_words : {11, 400, 20000}) {
       SCOPED_TRACE(std::string(spec) + ", M " + std::to_string(cache_words));
       const HeadShape shape{n, n, 16, 8};
-      const auto run = [&](Problem& p, const SparseSmallCacheTiles& forward_tiles,
+      const auto run = [&](HeadFixture& p, const SparseSmallCacheTiles& forward_tiles,
                            const SparseSmallCacheTiles& backward_tiles) {
         Ledger forward, backward;
         {
@@ -440,7 +350,7 @@ TEST(SparseSmallCache, TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits)
       const auto forward_tiles = sparse_small_cache_tiles(shape, mask, cache_words, Pass::forward, spattn::PlanObjective::time);
       const auto backward_tiles =
           sparse_small_cache_tiles(shape, mask, cache_words, Pass::backward, spattn::PlanObjective::time);
-      Problem timed(shape);
+      HeadFixture timed(shape);
       run(timed, forward_tiles, backward_tiles);
       EXPECT_GT(max_abs(widen(timed.dk)), 1e-3);
       const auto narrow = [](SparseSmallCacheTiles tiles) {
@@ -450,13 +360,9 @@ TEST(SparseSmallCache, TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits)
         }
         return tiles;
       };
-      Problem narrowed(shape);
+      HeadFixture narrowed(shape);
       run(narrowed, narrow(forward_tiles), narrow(backward_tiles));
-      EXPECT_EQ(narrowed.o, timed.o);
-      EXPECT_EQ(narrowed.lse, timed.lse);
-      EXPECT_EQ(narrowed.dq, timed.dq);
-      EXPECT_EQ(narrowed.dk, timed.dk);
-      EXPECT_EQ(narrowed.dv, timed.dv);
+      expect_equal_outputs(narrowed, timed);
     }
   }
 }
@@ -508,7 +414,7 @@ TEST(SparseSmallCache, InvalidMasksAreRejectedWhenPrepared) {
 }
 
 TEST(SparseSmallCache, MismatchedOperandsAreRejectedBeforeAnythingIsWritten) {
-  Problem p(HeadShape{6, 5, 4, 3});
+  HeadFixture p(HeadShape{6, 5, 4, 3}, 1, 7.0f);  // outputs at 7: nothing may change them
   const auto mask = prepare(sparse_formats::random_pattern(6, 5, 0.5, 2));
   const auto tiles = sparse_small_cache_tiles(p.shape, mask, 100, Pass::forward);
   FastMemory fast(100, nullptr, "test");
@@ -562,7 +468,7 @@ TEST(SparseSmallCache, MismatchedOperandsAreRejectedBeforeAnythingIsWritten) {
 }
 
 TEST(SparseSmallCache, FastMemorySmallerThanTheTilesIsRefusedBeforeAnythingIsWritten) {
-  Problem p(HeadShape{6, 5, 4, 3});
+  HeadFixture p(HeadShape{6, 5, 4, 3}, 1, 7.0f);  // outputs at 7: nothing may change them
   const auto mask = prepare(sparse_formats::random_pattern(6, 5, 0.5, 2));
   const auto tiles = sparse_small_cache_tiles(p.shape, mask, 100, Pass::forward);
   FastMemory fast(60, nullptr, "test");
