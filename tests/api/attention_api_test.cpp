@@ -6,36 +6,29 @@
 #include <sparse_formats/patterns.hpp>
 
 #include "support/compare.hpp"
+#include "support/test_helpers.hpp"
 
 #include <gtest/gtest.h>
 
-#include <random>
 #include <string>
 #include <vector>
 
 using spattn::Algorithm;
 using spattn::AttentionOptions;
 using spattn::TensorView;
+using spattn::testing::random_floats;
 
 namespace {
-
-std::vector<float> random_values(size_t count, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(count);
-  for (float& value : values) value = uniform(rng);
-  return values;
-}
 
 struct Problem {
   int64_t batch = 2, heads = 3, n = 19, d = 8;
   std::vector<float> q, k, v, d_o, o, lse, dq, dk, dv;
   Problem() {
     const auto size = static_cast<size_t>(batch * heads * n * d);
-    q = random_values(size, 1);
-    k = random_values(size, 2);
-    v = random_values(size, 3);
-    d_o = random_values(size, 4);
+    q = random_floats(size, 1);
+    k = random_floats(size, 2);
+    v = random_floats(size, 3);
+    d_o = random_floats(size, 4);
     o.assign(size, 0.0f);
     lse.assign(static_cast<size_t>(batch * heads * n), 0.0f);
     dq.assign(size, 0.0f);

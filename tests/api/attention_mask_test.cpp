@@ -4,10 +4,10 @@
 #include <spattn/reference.hpp>
 
 #include "support/compare.hpp"
+#include "support/test_helpers.hpp"
 
 #include <gtest/gtest.h>
 
-#include <random>
 #include <string>
 #include <vector>
 
@@ -15,16 +15,9 @@ using spattn::Algorithm;
 using spattn::AttentionOptions;
 using spattn::Mask;
 using spattn::TensorView;
+using spattn::testing::random_floats;
 
 namespace {
-
-std::vector<float> random_values(size_t count, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(count);
-  for (float& value : values) value = uniform(rng);
-  return values;
-}
 
 struct Case {
   std::string spec;
@@ -47,7 +40,8 @@ TEST(AttentionMask, EveryAlgorithmMatchesTheReferenceAndItsPlanOnThePatternLibra
   for (const Case& c : cases) {
     const Mask mask = Mask::from_spec(c.spec, c.seqlen_q, c.seqlen_k);
     const auto nq = static_cast<size_t>(heads * c.seqlen_q * d), nk = static_cast<size_t>(heads * c.seqlen_k * d);
-    const auto q = random_values(nq, 1), k = random_values(nk, 2), v = random_values(nk, 3), d_o = random_values(nq, 4);
+    const auto q = random_floats(nq, 1), k = random_floats(nk, 2), v = random_floats(nk, 3);
+    const auto d_o = random_floats(nq, 4);
     auto in = [&](const std::vector<float>& x, int64_t n) { return TensorView<const float>::contiguous(x.data(), 1, heads, n, d); };
     // The fp64 reference on the same mask.
     auto wide = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };

@@ -7,6 +7,7 @@
 #include <spattn/sparse_inputs.hpp>
 
 #include "schedules/flash/flash_heads.hpp"
+#include "support/api_problem.hpp"
 #include "support/compare.hpp"
 #include "support/sparse_inputs_fixtures.hpp"
 
@@ -14,9 +15,7 @@
 #include <gmock/gmock.h>
 
 #include <cmath>
-#include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -26,69 +25,15 @@ using spattn::Algorithm;
 using spattn::AttentionOptions;
 using spattn::Mask;
 using spattn::TensorView;
+using spattn::testing::ApiProblem;
+using spattn::testing::expect_same_bits;
 using ::testing::HasSubstr;
 
 namespace {
 
-std::vector<float> random_values(size_t count, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(count);
-  for (float& value : values) value = uniform(rng);
-  return values;
-}
-
-// One problem of batch x heads heads, n x n, head_dim d, and its outputs.
-struct Problem {
-  int64_t batch, heads, n, d;
-  std::vector<float> q, k, v, d_o;
-  std::vector<float> o, lse, dq, dk, dv;
-
-  Problem(int64_t batch_, int64_t heads_, int64_t n_, int64_t d_)
-      : batch(batch_), heads(heads_), n(n_), d(d_) {
-    const auto size = static_cast<size_t>(batch * heads * n * d);
-    q = random_values(size, 11);
-    k = random_values(size, 12);
-    v = random_values(size, 13);
-    d_o = random_values(size, 14);
-  }
-  TensorView<const float> in(const std::vector<float>& x, int64_t last) const {
-    return TensorView<const float>::contiguous(x.data(), batch, heads, n, last);
-  }
-  TensorView<float> out(std::vector<float>& x, int64_t last) const {
-    return TensorView<float>::contiguous(x.data(), batch, heads, n, last);
-  }
-  // Forward then backward with `options`; returns the two plans.
-  std::pair<spattn::Plan, spattn::Plan> run(const Mask& mask, const AttentionOptions& forward_options,
-                                            const AttentionOptions& backward_options) {
-    const auto size = static_cast<size_t>(batch * heads * n * d);
-    // Poisoned outputs: every entry must be written.
-    o.assign(size, std::nanf(""));
-    lse.assign(static_cast<size_t>(batch * heads * n), std::nanf(""));
-    dq.assign(size, std::nanf(""));
-    dk.assign(size, std::nanf(""));
-    dv.assign(size, std::nanf(""));
-    const auto forward = spattn::attention_forward(in(q, d), in(k, d), in(v, d), out(o, d), out(lse, 1), mask,
-                                                   forward_options);
-    const auto backward = spattn::attention_backward(in(q, d), in(k, d), in(v, d), in(o, d), in(lse, 1), in(d_o, d),
-                                                     out(dq, d), out(dk, d), out(dv, d), mask, backward_options);
-    return {forward, backward};
-  }
-  std::pair<spattn::Plan, spattn::Plan> run(const Mask& mask, const AttentionOptions& options) {
-    return run(mask, options, options);
-  }
-};
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-void expect_same_bits(const Problem& a, const Problem& b) {
-  EXPECT_TRUE(same_bits(a.o, b.o));
-  EXPECT_TRUE(same_bits(a.lse, b.lse));
-  EXPECT_TRUE(same_bits(a.dq, b.dq));
-  EXPECT_TRUE(same_bits(a.dk, b.dk));
-  EXPECT_TRUE(same_bits(a.dv, b.dv));
+// batch x heads heads of n x n, head_dim d, from the seeds 11 to 14.
+ApiProblem problem(int64_t batch, int64_t heads, int64_t n, int64_t d) {
+  return ApiProblem(batch, heads, heads, n, n, d, 11);
 }
 
 const std::vector<std::string>& mask_specs() {
@@ -124,17 +69,17 @@ TEST(Threads, EveryThreadCountGivesTheSameBitsAsOneThread) {
   for (const std::string& spec : mask_specs()) {
     const Mask mask = Mask::from_spec(spec, 97, 97);
     for (Algorithm algorithm : {Algorithm::flash, Algorithm::small_cache, Algorithm::automatic}) {
-      Problem one(2, 3, 97, 20);
+      ApiProblem one = problem(2, 3, 97, 20);
       AttentionOptions options;
       options.algorithm = algorithm;
       options.cache_words = 1500;
       options.threads = 1;
-      one.run(mask, options);
+      one.run({mask}, options);
       for (int threads : {2, 3, 1, 2}) {  // 1 and 2 twice: the same bits again on a second run
         SCOPED_TRACE(describe(spec, algorithm, threads));
-        Problem many(2, 3, 97, 20);
+        ApiProblem many = problem(2, 3, 97, 20);
         options.threads = threads;
-        many.run(mask, options);
+        many.run({mask}, options);
         expect_same_bits(one, many);
       }
     }
@@ -146,17 +91,17 @@ TEST(Threads, OneHeadWithManyTilesGivesTheSameBits) {
   const Mask window = Mask::from_spec("sliding_window:w=17", 257, 257);
   const Mask full = Mask::full(257, 257);
   for (const Mask* mask : {&full, &window}) {
-    Problem one(1, 1, 257, 16);
+    ApiProblem one = problem(1, 1, 257, 16);
     AttentionOptions options;
     options.algorithm = Algorithm::flash;
     options.cache_words = 2000;
     options.threads = 1;
-    one.run(*mask, options);
-    Problem two(1, 1, 257, 16), three(1, 1, 257, 16);
+    one.run({*mask}, options);
+    ApiProblem two = problem(1, 1, 257, 16), three = problem(1, 1, 257, 16);
     options.threads = 2;
-    two.run(*mask, options);
+    two.run({*mask}, options);
     options.threads = 3;
-    three.run(*mask, options);
+    three.run({*mask}, options);
     expect_same_bits(one, two);
     expect_same_bits(one, three);
     EXPECT_GT(spattn::testing::max_abs(std::vector<double>(one.dk.begin(), one.dk.end())), 1e-3);
@@ -169,7 +114,7 @@ TEST(Threads, CountedEqualsPredictedWhenTheWorkersLedgersAreMerged) {
     for (Algorithm algorithm : {Algorithm::flash, Algorithm::small_cache}) {
       for (int threads : {1, 3}) {
         SCOPED_TRACE(describe(spec, algorithm, threads));
-        Problem p(2, 2, 97, 12);
+        ApiProblem p = problem(2, 2, 97, 12);
         AttentionOptions forward_options, backward_options;
         spattn::io::Ledger forward_ledger, backward_ledger;
         forward_options.algorithm = backward_options.algorithm = algorithm;
@@ -177,7 +122,7 @@ TEST(Threads, CountedEqualsPredictedWhenTheWorkersLedgersAreMerged) {
         forward_options.threads = backward_options.threads = threads;
         forward_options.ledger = &forward_ledger;
         backward_options.ledger = &backward_ledger;
-        const auto [forward_plan, backward_plan] = p.run(mask, forward_options, backward_options);
+        const auto [forward_plan, backward_plan] = p.run({mask}, forward_options, backward_options);
         expect_counted_is_predicted(forward_ledger, forward_plan, 700);
         expect_counted_is_predicted(backward_ledger, backward_plan, 700);
       }
@@ -192,23 +137,23 @@ TEST(Threads, SmallCacheWithFewerHeadsThanThreadsSplitsEachHeadWithTheSameBitsAn
   const std::vector<Mask> masks{Mask::full(97, 97), Mask::from_spec("random:p=0.1,seed=4", 97, 97)};
   for (const Mask& mask : masks) {
     for (int64_t heads : {1, 2}) {
-      Problem one(1, heads, 97, 20);
+      ApiProblem one = problem(1, heads, 97, 20);
       AttentionOptions options;
       options.algorithm = Algorithm::small_cache;
       options.cache_words = 700;
       options.threads = 1;
-      one.run(mask, options);
+      one.run({mask}, options);
       EXPECT_GT(spattn::testing::max_abs(std::vector<double>(one.dq.begin(), one.dq.end())), 1e-3);
       for (int threads : {2, 3, 4}) {
         SCOPED_TRACE(std::string(mask.is_full() ? "full" : "random") + ", " + std::to_string(heads) +
                      " heads, threads " + std::to_string(threads));
-        Problem many(1, heads, 97, 20);
+        ApiProblem many = problem(1, heads, 97, 20);
         AttentionOptions forward_options = options, backward_options = options;
         spattn::io::Ledger forward_ledger, backward_ledger;
         forward_options.threads = backward_options.threads = threads;
         forward_options.ledger = &forward_ledger;
         backward_options.ledger = &backward_ledger;
-        const auto [forward_plan, backward_plan] = many.run(mask, forward_options, backward_options);
+        const auto [forward_plan, backward_plan] = many.run({mask}, forward_options, backward_options);
         expect_same_bits(one, many);
         EXPECT_EQ(forward_plan.algorithm, Algorithm::small_cache);
         expect_counted_is_predicted(forward_ledger, forward_plan, 700);
@@ -226,7 +171,7 @@ TEST(Threads, SmallCacheOnSparseInputsSplitsTheHeadWithTheSameBitsAndWords) {
   const SparseInput q = spattn::testing::sparse_input(n, d, 0.4, 41, 3);
   const SparseInput k = spattn::testing::sparse_input(n, d, 0.4, 42);
   const SparseInput v = spattn::testing::sparse_input(n, d, 0.4, 43);
-  const std::vector<float> d_o = random_values(static_cast<size_t>(n * d), 44);
+  const std::vector<float> d_o = spattn::testing::random_floats(n * d, 44);
   const spattn::AttentionInputs inputs{spattn::AttentionInput::csr(q.csr.view()),
                                        spattn::AttentionInput::csr(k.csr.view()),
                                        spattn::AttentionInput::csr(v.csr.view())};
@@ -279,17 +224,17 @@ TEST(Threads, SmallCacheOnSparseInputsSplitsTheHeadWithTheSameBitsAndWords) {
 
 TEST(Threads, CountedRunsOnThreeThreadsGiveTheBitsOfNativeRunsOnTwo) {
   const Mask mask = Mask::from_spec("causal", 97, 97);
-  Problem counted(1, 2, 97, 20), native(1, 2, 97, 20);
+  ApiProblem counted = problem(1, 2, 97, 20), native = problem(1, 2, 97, 20);
   AttentionOptions options;
   options.algorithm = Algorithm::flash;
   options.cache_words = 1500;
   spattn::io::Ledger ledger;
   options.ledger = &ledger;
   options.threads = 3;
-  counted.run(mask, options);
+  counted.run({mask}, options);
   options.ledger = nullptr;
   options.threads = 2;
-  native.run(mask, options);
+  native.run({mask}, options);
   expect_same_bits(counted, native);
 }
 
@@ -298,43 +243,27 @@ TEST(Threads, ResultsMatchTheReferenceOnSeveralThreads) {
   for (const std::string& spec : mask_specs()) {
     SCOPED_TRACE(spec);
     const Mask mask = Mask::from_spec(spec, n, n);
-    Problem p(1, heads, n, d);
+    ApiProblem p = problem(1, heads, n, d);
     AttentionOptions options;
     options.algorithm = Algorithm::flash;
     options.cache_words = 1500;
     options.threads = 3;
-    p.run(mask, options);
-    auto wide = [&](const std::vector<float>& x) {
-      return std::vector<double>(x.begin(), x.end());
-    };
-    const auto qd = wide(p.q), kd = wide(p.k), vd = wide(p.v), dod = wide(p.d_o);
-    auto view = [&](const std::vector<double>& x) {
-      return TensorView<const double>::contiguous(x.data(), 1, heads, n, d);
-    };
-    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-    const auto forward = spattn::reference::forward<int64_t>(view(qd), view(kd), view(vd), {mask.csr()}, scale);
-    const auto backward =
-        spattn::reference::backward<int64_t>(view(qd), view(kd), view(vd), view(dod), {mask.csr()}, scale);
-    const double tolerance = spattn::testing::fp32_tolerance(d + n, 1.0);
-    EXPECT_LE(spattn::testing::max_abs_error(p.o, forward.o), tolerance);
-    EXPECT_LE(spattn::testing::max_abs_error(p.lse, forward.lse), tolerance);
-    EXPECT_LE(spattn::testing::max_abs_error(p.dq, backward.dq), tolerance);
-    EXPECT_LE(spattn::testing::max_abs_error(p.dk, backward.dk), tolerance);
-    EXPECT_LE(spattn::testing::max_abs_error(p.dv, backward.dv), tolerance);
+    p.run({mask}, options);
+    p.expect_matches_reference({mask});
   }
 }
 
 TEST(Threads, MoreThreadsThanTilesOrHeadsAndTheDefaultCount) {
   const Mask mask = Mask::from_spec("causal", 5, 5);
-  Problem one(1, 1, 5, 3), sixteen(1, 1, 5, 3), hardware(1, 1, 5, 3);
+  ApiProblem one = problem(1, 1, 5, 3), sixteen = problem(1, 1, 5, 3), hardware = problem(1, 1, 5, 3);
   AttentionOptions options;
   options.algorithm = Algorithm::flash;
   options.threads = 1;
-  one.run(mask, options);
+  one.run({mask}, options);
   options.threads = 16;
-  sixteen.run(mask, options);
+  sixteen.run({mask}, options);
   options.threads = 0;  // std::thread::hardware_concurrency()
-  hardware.run(mask, options);
+  hardware.run({mask}, options);
   expect_same_bits(one, sixteen);
   expect_same_bits(one, hardware);
   EXPECT_NE(one.o[0], 0.0f);
@@ -342,31 +271,32 @@ TEST(Threads, MoreThreadsThanTilesOrHeadsAndTheDefaultCount) {
 
 TEST(Threads, EmptyShapesRunOnSeveralThreads) {
   for (int64_t n : {int64_t{0}, int64_t{1}}) {
-    Problem p(2, 2, n, 4);
+    ApiProblem p = problem(2, 2, n, 4);
     AttentionOptions options;
     options.algorithm = Algorithm::flash;
     options.threads = 3;
-    p.run(Mask::full(n, n), options);
+    p.run({Mask::full(n, n)}, options);
     // One key: P = 1 and dS = dP - D = 0 up to rounding; every output written (no NaN left).
     for (float value : p.dq) EXPECT_LE(std::fabs(value), 1e-5f);
     for (float value : p.dv) EXPECT_TRUE(std::isfinite(value));
     EXPECT_EQ(p.o, p.v);
   }
-  Problem no_heads(0, 3, 9, 4);
+  ApiProblem no_heads = problem(0, 3, 9, 4);
   AttentionOptions options;
   options.threads = 2;
-  no_heads.run(Mask::full(9, 9), options);
+  no_heads.run({Mask::full(9, 9)}, options);
   EXPECT_TRUE(no_heads.o.empty());
 }
 
 TEST(Threads, NegativeThreadCountsAreRefusedBeforeAnythingIsWritten) {
-  Problem p(1, 1, 6, 4);
+  ApiProblem p = problem(1, 1, 6, 4);
   p.o.assign(24, 7.0f);
   p.lse.assign(6, 7.0f);
   AttentionOptions options;
   options.threads = -1;
   try {
-    spattn::attention_forward(p.in(p.q, 4), p.in(p.k, 4), p.in(p.v, 4), p.out(p.o, 4), p.out(p.lse, 1), options);
+    spattn::attention_forward(p.in(p.q, 1, 6, 4), p.in(p.k, 1, 6, 4), p.in(p.v, 1, 6, 4), p.out(p.o, 1, 6, 4),
+                              p.out(p.lse, 1, 6, 1), options);
     FAIL() << "expected an error";
   } catch (const spattn::InvalidArgument& error) {
     EXPECT_THAT(error.what(), HasSubstr("attention_forward: threads = -1 must be >= 0"));
@@ -376,8 +306,9 @@ TEST(Threads, NegativeThreadCountsAreRefusedBeforeAnythingIsWritten) {
     p.dq.assign(24, 0.0f);
     p.dk.assign(24, 0.0f);
     p.dv.assign(24, 0.0f);
-    spattn::attention_backward(p.in(p.q, 4), p.in(p.k, 4), p.in(p.v, 4), p.in(p.o, 4), p.in(p.lse, 1),
-                               p.in(p.d_o, 4), p.out(p.dq, 4), p.out(p.dk, 4), p.out(p.dv, 4), options);
+    spattn::attention_backward(p.in(p.q, 1, 6, 4), p.in(p.k, 1, 6, 4), p.in(p.v, 1, 6, 4), p.in(p.o, 1, 6, 4),
+                               p.in(p.lse, 1, 6, 1), p.in(p.d_o, 1, 6, 4), p.out(p.dq, 1, 6, 4),
+                               p.out(p.dk, 1, 6, 4), p.out(p.dv, 1, 6, 4), options);
     FAIL() << "expected an error";
   } catch (const spattn::InvalidArgument& error) {
     EXPECT_THAT(error.what(), HasSubstr("attention_backward: threads = -1 must be >= 0"));
