@@ -12,6 +12,7 @@
 #include <sparse_formats/patterns.hpp>
 
 #include "support/head_fixture.hpp"
+#include "support/sparse_small_cache_runs.hpp"
 #include "support/test_helpers.hpp"
 
 #include <gtest/gtest.h>
@@ -33,12 +34,9 @@ using spattn::io::Operand;
 using spattn::io::WordKind;
 using spattn::testing::HeadFixture;
 using spattn::testing::log_log_slope;
+using spattn::testing::prepare_mask;
 
 using spattn::testing::kSanitized;
-
-SparseSmallCacheMask prepare(const CsrPattern<int32_t>& mask) {
-  return SparseSmallCacheMask(sparse_formats::convert_index<int64_t>(mask.view()).view());
-}
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t reads(const Ledger& ledger, Operand operand) {
@@ -129,7 +127,7 @@ TEST(SparseSmallCacheIo, HandCountedForward) {
   auto mask32 = CsrPattern<int32_t>::empty(2, 3);
   mask32.col_idx = {0, 2, 1};
   mask32.row_ptr = {0, 2, 3};
-  const SparseSmallCacheMask mask = prepare(mask32);
+  const SparseSmallCacheMask mask = prepare_mask(mask32);
   const HeadShape shape{2, 3, 2, 1};
   SparseSmallCacheTiles tiles = sparse_small_cache_tiles(shape, mask, 100, Pass::forward);
   tiles.scores = tiles.output = SparseSweepTiles{1, 1, 1};
@@ -165,7 +163,7 @@ TEST(SparseSmallCacheIo, CountedEqualsPredictedOverThePatternLibrary) {
     // (The sanitized numerics test runs the 600-token documents example; here it would dominate.)
     if (kSanitized && info.name == "documents") continue;
     const int64_t n = info.name == "documents" ? 600 : kSanitized ? 61 : 257;
-    const SparseSmallCacheMask mask = prepare(
+    const SparseSmallCacheMask mask = prepare_mask(
         sparse_formats::make_pattern(sparse_formats::parse_pattern_spec(info.example), n, n));
     for (int64_t cache_words : {11, 64, 1000, 20000}) {
       if (kSanitized && (cache_words == 64 || cache_words == 20000)) continue;
@@ -189,7 +187,7 @@ TEST(SparseSmallCacheIo, CountedEqualsPredictedOnStructuredRandomAndEdgeMasks) {
   for (const char* text : specs) {
     SCOPED_TRACE(text);
     for (const HeadShape& shape : shapes) {
-      const SparseSmallCacheMask mask = prepare(sparse_formats::make_pattern(
+      const SparseSmallCacheMask mask = prepare_mask(sparse_formats::make_pattern(
           sparse_formats::parse_pattern_spec(text), shape.seqlen_q, shape.seqlen_k));
       for (int64_t cache_words : {11, 12, 17, 50, 333, 4096, 100000}) {
         if (kSanitized && cache_words != 11 && cache_words != 4096) continue;
@@ -202,7 +200,7 @@ TEST(SparseSmallCacheIo, CountedEqualsPredictedOnStructuredRandomAndEdgeMasks) {
   for (const HeadShape& shape : {HeadShape{9, 5, 4, 3}, HeadShape{5, 0, 4, 3},
                                  HeadShape{0, 6, 4, 3}, HeadShape{0, 0, 2, 2}}) {
     const SparseSmallCacheMask mask =
-        prepare(CsrPattern<int32_t>::empty(shape.seqlen_q, shape.seqlen_k));
+        prepare_mask(CsrPattern<int32_t>::empty(shape.seqlen_q, shape.seqlen_k));
     for (int64_t cache_words : {11, 100}) check_counts(shape, mask, cache_words);
   }
 }
@@ -219,7 +217,7 @@ TEST(SparseSmallCacheIo, ChosenTilesAreWithinTwoPercentOfTheBestThatFit) {
     const int64_t n = 97;
     const HeadShape shape{n, n, 16, 24};
     const SparseSmallCacheMask mask =
-        prepare(sparse_formats::make_pattern(sparse_formats::parse_pattern_spec(text), n, n));
+        prepare_mask(sparse_formats::make_pattern(sparse_formats::parse_pattern_spec(text), n, n));
     for (int64_t cache_words : {12, 40, 200, 1000}) {
       for (Pass pass : {Pass::forward, Pass::backward}) {
         const SparseSmallCacheTiles tiles =
@@ -265,7 +263,7 @@ TEST(SparseSmallCacheIo, PredictedIoGrowsLikeTheSquareRootOfTheDensity) {
                                             : std::vector<double>{0.01, 0.02, 0.05, 0.1, 0.2, 0.5};
   std::vector<double> forward, backward;
   for (double density : densities) {
-    const SparseSmallCacheMask mask = prepare(sparse_formats::random_pattern(n, n, density, 17));
+    const SparseSmallCacheMask mask = prepare_mask(sparse_formats::random_pattern(n, n, density, 17));
     forward.push_back(static_cast<double>(
         predict_sparse_small_cache_forward(
             shape, mask, sparse_small_cache_tiles(shape, mask, cache_words, Pass::forward))
@@ -303,7 +301,7 @@ TEST(SparseSmallCacheIo, RatioToTheSparseLowerBoundOnUniformRandomMasks) {
   for (int64_t n : lengths) {
     const HeadShape shape{n, n, d, d};
     for (double density : {0.01, 0.05, 0.25}) {
-      const SparseSmallCacheMask mask = prepare(sparse_formats::random_pattern(n, n, density, 5));
+      const SparseSmallCacheMask mask = prepare_mask(sparse_formats::random_pattern(n, n, density, 5));
       const double z_input = static_cast<double>(n * d);
       const double z_qk = static_cast<double>(mask.nnz());
       std::printf("  n %5lld density %.2f:", static_cast<long long>(n), density);

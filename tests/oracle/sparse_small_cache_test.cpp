@@ -2,13 +2,10 @@
 // reference over the mask pattern library, uniform random masks, empty / single-entry masks,
 // empty rows, rectangular shapes, sequence lengths 1, 7, 97, 257 and fast-memory sizes from the
 // minimum up; native runs bit-identical to counted ones; validation messages.
-#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
-#include "plan/sparse_small_cache_tile_choice.hpp"
-
 #include "support/head_fixture.hpp"
+#include "support/sparse_small_cache_runs.hpp"
 #include "support/test_helpers.hpp"
 
-#include <sparse_formats/convert.hpp>
 #include <sparse_formats/patterns.hpp>
 
 #include <gtest/gtest.h>
@@ -35,24 +32,11 @@ using spattn::testing::HeadReference;
 using spattn::testing::kSanitized;
 using spattn::testing::max_abs;
 using spattn::testing::message_of;
+using spattn::testing::prepare_mask;
 using spattn::testing::reference_of;
+using spattn::testing::run_sparse_small_cache_backward;
+using spattn::testing::run_sparse_small_cache_forward;
 using spattn::testing::widen;
-
-SparseSmallCacheMask prepare(const CsrPattern<int32_t>& mask) {
-  return SparseSmallCacheMask(sparse_formats::convert_index<int64_t>(mask.view()).view());
-}
-
-void run_forward(HeadFixture& p, const SparseSmallCacheMask& mask, int64_t cache_words, Ledger* ledger) {
-  FastMemory fast(cache_words, ledger, "sparse_small_cache forward");
-  sparse_small_cache_forward(fast, p.forward(), mask,
-                             sparse_small_cache_tiles(p.shape, mask, cache_words, Pass::forward));
-}
-
-void run_backward(HeadFixture& p, const SparseSmallCacheMask& mask, int64_t cache_words, Ledger* ledger) {
-  FastMemory fast(cache_words, ledger, "sparse_small_cache backward");
-  sparse_small_cache_backward(fast, p.backward(), mask,
-                              sparse_small_cache_tiles(p.shape, mask, cache_words, Pass::backward));
-}
 
 // Forward then backward (on the forward's own O and LSE) at fast memory M, compared with the
 // reference; every output word is checked (the NaN the outputs start at would show).
@@ -60,10 +44,10 @@ HeadFixture check_against_reference(const HeadShape& shape, const SparseSmallCac
                                     const HeadReference& expected) {
   HeadFixture p(shape);
   Ledger ledger;
-  run_forward(p, mask, cache_words, &ledger);
+  run_sparse_small_cache_forward(p, mask, cache_words, &ledger);
   const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
   expect_forward_near(p, expected, d + n);
-  run_backward(p, mask, cache_words, &ledger);
+  run_sparse_small_cache_backward(p, mask, cache_words, &ledger);
   expect_backward_near(p, expected, d + e + m + n);
   EXPECT_LE(ledger.peak_resident(), cache_words);
   return p;
@@ -72,7 +56,7 @@ HeadFixture check_against_reference(const HeadShape& shape, const SparseSmallCac
 // Checks one mask at several M (one reference computation).
 void check_mask(const HeadShape& shape, const CsrPattern<int32_t>& mask32,
                 const std::vector<int64_t>& caches) {
-  const SparseSmallCacheMask mask = prepare(mask32);
+  const SparseSmallCacheMask mask = prepare_mask(mask32);
   const HeadReference expected = reference_of(HeadFixture(shape), mask32.view());
   for (int64_t cache_words : caches) {
     SCOPED_TRACE(::testing::Message()
@@ -183,7 +167,7 @@ TEST(SparseSmallCache, EmptyRowsGiveZeroOutputMinusInfinityLseAndNoGradient) {
   }
   const HeadShape shape{10, 8, 4, 3};
   for (int64_t cache_words : {11, 30, 500}) {
-    const SparseSmallCacheMask prepared = prepare(mask);
+    const SparseSmallCacheMask prepared = prepare_mask(mask);
     const HeadFixture p =
         check_against_reference(shape, prepared, cache_words, reference_of(HeadFixture(shape), mask.view()));
     for (int64_t i : {0, 3, 4, 9}) {
@@ -204,10 +188,10 @@ TEST(SparseSmallCache, EmptyMaskGivesZerosAndMinusInfinity) {
   for (const HeadShape shape :
        {HeadShape{9, 5, 4, 3}, HeadShape{5, 0, 4, 3}, HeadShape{0, 6, 4, 3}}) {
     const auto mask = CsrPattern<int32_t>::empty(shape.seqlen_q, shape.seqlen_k);
-    const SparseSmallCacheMask prepared = prepare(mask);
+    const SparseSmallCacheMask prepared = prepare_mask(mask);
     HeadFixture p(shape);
-    run_forward(p, prepared, 11, nullptr);
-    run_backward(p, prepared, 11, nullptr);
+    run_sparse_small_cache_forward(p, prepared, 11);
+    run_sparse_small_cache_backward(p, prepared, 11);
     const auto m = static_cast<size_t>(shape.seqlen_q), n = static_cast<size_t>(shape.seqlen_k);
     EXPECT_EQ(p.lse, std::vector<float>(m, -std::numeric_limits<float>::infinity()));
     EXPECT_EQ(p.o, std::vector<float>(m * 3, 0.0f));
@@ -224,10 +208,10 @@ TEST(SparseSmallCache, SingleEntryAttendsOneKeyWithProbabilityOne) {
   mask.col_idx = {4};
   for (size_t i = 3; i < mask.row_ptr.size(); ++i) mask.row_ptr[i] = 1;
   const HeadShape shape{5, 6, 3, 2};
-  const SparseSmallCacheMask prepared = prepare(mask);
+  const SparseSmallCacheMask prepared = prepare_mask(mask);
   HeadFixture p(shape);
-  run_forward(p, prepared, 12, nullptr);
-  run_backward(p, prepared, 12, nullptr);
+  run_sparse_small_cache_forward(p, prepared, 12);
+  run_sparse_small_cache_backward(p, prepared, 12);
   EXPECT_EQ(p.o[4], p.v[8]);
   EXPECT_EQ(p.o[5], p.v[9]);
   const float s = p.scale * (p.q[6] * p.k[12] + p.q[7] * p.k[13] + p.q[8] * p.k[14]);
@@ -240,7 +224,7 @@ TEST(SparseSmallCache, SingleEntryAttendsOneKeyWithProbabilityOne) {
 TEST(SparseSmallCache, OutputsAreNonTrivial) {
   const HeadShape shape{64, 64, 8, 8};
   const auto mask = sparse_formats::random_pattern(64, 64, 0.1, 3);
-  const SparseSmallCacheMask prepared = prepare(mask);
+  const SparseSmallCacheMask prepared = prepare_mask(mask);
   const HeadFixture p =
       check_against_reference(shape, prepared, 100, reference_of(HeadFixture(shape), mask.view()));
   EXPECT_TRUE(nontrivial(p.o));
@@ -254,14 +238,14 @@ TEST(SparseSmallCache, OutputsAreNonTrivial) {
 TEST(SparseSmallCache, NativeRunIsBitIdenticalToCountedRun) {
   for (const HeadShape shape : {HeadShape{97, 45, 16, 16}, HeadShape{7, 257, 8, 3}}) {
     const auto mask = sparse_formats::random_pattern(shape.seqlen_q, shape.seqlen_k, 0.15, 9);
-    const SparseSmallCacheMask prepared = prepare(mask);
+    const SparseSmallCacheMask prepared = prepare_mask(mask);
     for (int64_t cache_words : {11, 90, 5000}) {
       HeadFixture counted(shape), native(shape);
       Ledger ledger;
-      run_forward(counted, prepared, cache_words, &ledger);
-      run_backward(counted, prepared, cache_words, &ledger);
-      run_forward(native, prepared, cache_words, nullptr);
-      run_backward(native, prepared, cache_words, nullptr);
+      run_sparse_small_cache_forward(counted, prepared, cache_words, &ledger);
+      run_sparse_small_cache_backward(counted, prepared, cache_words, &ledger);
+      run_sparse_small_cache_forward(native, prepared, cache_words);
+      run_sparse_small_cache_backward(native, prepared, cache_words);
       EXPECT_GT(ledger.reads(), 0);
       expect_equal_outputs(counted, native);
     }
@@ -276,7 +260,7 @@ TEST(SparseSmallCache, NativeRunIsBitIdenticalToCountedRun) {
 TEST(SparseSmallCache, WorkersGiveTheOneWorkerBitsAndMoveThePredictedWords) {
   for (const HeadShape shape : {HeadShape{97, 45, 16, 16}, HeadShape{257, 7, 8, 3}}) {
     const auto mask = sparse_formats::random_pattern(shape.seqlen_q, shape.seqlen_k, 0.2, 5);
-    const SparseSmallCacheMask prepared = prepare(mask);
+    const SparseSmallCacheMask prepared = prepare_mask(mask);
     for (const auto& [cache_words, objective] :
          {std::pair{int64_t{60}, spattn::PlanObjective::words}, {int64_t{400}, spattn::PlanObjective::words},
           {int64_t{5000}, spattn::PlanObjective::words}, {int64_t{400}, spattn::PlanObjective::time},
@@ -324,7 +308,7 @@ TEST(SparseSmallCache, TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits)
   const int64_t n = kSanitized ? 97 : 257;
   for (const char* spec : {"random:p=0.05,seed=3", "sliding_window:w=9", "causal"}) {
     const SparseSmallCacheMask mask =
-        prepare(sparse_formats::make_pattern(sparse_formats::parse_pattern_spec(spec), n, n));
+        prepare_mask(sparse_formats::make_pattern(sparse_formats::parse_pattern_spec(spec), n, n));
     for (const int64_t cache_words : {11, 400, 20000}) {
       SCOPED_TRACE(std::string(spec) + ", M " + std::to_string(cache_words));
       const HeadShape shape{n, n, 16, 8};
@@ -368,7 +352,7 @@ TEST(SparseSmallCache, TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits)
 }
 
 TEST(SparseSmallCache, CacheBelowTheMinimumIsRejectedStatingIt) {
-  const auto mask = prepare(sparse_formats::random_pattern(8, 8, 0.5, 1));
+  const auto mask = prepare_mask(sparse_formats::random_pattern(8, 8, 0.5, 1));
   const HeadShape shape{8, 8, 4, 4};
   EXPECT_EQ(sparse_small_cache_min_cache_words(Pass::forward), 11);
   EXPECT_EQ(sparse_small_cache_min_cache_words(Pass::backward), 11);
@@ -415,7 +399,7 @@ TEST(SparseSmallCache, InvalidMasksAreRejectedWhenPrepared) {
 
 TEST(SparseSmallCache, MismatchedOperandsAreRejectedBeforeAnythingIsWritten) {
   HeadFixture p(HeadShape{6, 5, 4, 3}, 1, 7.0f);  // outputs at 7: nothing may change them
-  const auto mask = prepare(sparse_formats::random_pattern(6, 5, 0.5, 2));
+  const auto mask = prepare_mask(sparse_formats::random_pattern(6, 5, 0.5, 2));
   const auto tiles = sparse_small_cache_tiles(p.shape, mask, 100, Pass::forward);
   FastMemory fast(100, nullptr, "test");
   HeadForward head = p.forward();
@@ -428,12 +412,12 @@ TEST(SparseSmallCache, MismatchedOperandsAreRejectedBeforeAnythingIsWritten) {
   EXPECT_TRUE(contains(message_of<spattn::InvalidArgument>(
                            [&] { sparse_small_cache_forward(fast, head, mask, tiles); }),
                        "sparse_small_cache_forward: lse is 5 x 1, expected 6 x 1"));
-  const auto other_mask = prepare(sparse_formats::random_pattern(6, 6, 0.5, 2));
+  const auto other_mask = prepare_mask(sparse_formats::random_pattern(6, 6, 0.5, 2));
   EXPECT_TRUE(contains(message_of<spattn::InvalidArgument>([&] {
                          sparse_small_cache_forward(fast, p.forward(), other_mask, tiles);
                        }),
                        "sparse_small_cache_forward: the mask is 6 x 6, q and k have 6 and 5 rows"));
-  const auto denser = prepare(sparse_formats::random_pattern(6, 5, 0.9, 2));
+  const auto denser = prepare_mask(sparse_formats::random_pattern(6, 5, 0.9, 2));
   EXPECT_TRUE(contains(message_of<spattn::InvalidArgument>(
                            [&] { sparse_small_cache_forward(fast, p.forward(), denser, tiles); }),
                        "tiles were chosen for a mask with " + std::to_string(mask.nnz()) +
@@ -469,7 +453,7 @@ TEST(SparseSmallCache, MismatchedOperandsAreRejectedBeforeAnythingIsWritten) {
 
 TEST(SparseSmallCache, FastMemorySmallerThanTheTilesIsRefusedBeforeAnythingIsWritten) {
   HeadFixture p(HeadShape{6, 5, 4, 3}, 1, 7.0f);  // outputs at 7: nothing may change them
-  const auto mask = prepare(sparse_formats::random_pattern(6, 5, 0.5, 2));
+  const auto mask = prepare_mask(sparse_formats::random_pattern(6, 5, 0.5, 2));
   const auto tiles = sparse_small_cache_tiles(p.shape, mask, 100, Pass::forward);
   FastMemory fast(60, nullptr, "test");
   EXPECT_TRUE(
