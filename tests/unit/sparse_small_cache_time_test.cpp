@@ -1,7 +1,7 @@
 // The density-adaptive small-cache schedule under PlanObjective::time: the work estimate the time
 // price reads (hand-counted) and the tile choice that minimizes the price (never above the fewest
 // words' tiles' price, wider windows on random masks). Runs with those tiles:
-// sparse_small_cache_test.cpp (TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits).
+// sparse_small_cache_determinism_test.cpp (TimeTilesMoveThePredictedWordsAndOnlyTheChunkChangesBits).
 #include "plan/price.hpp"
 #include "plan/sparse_small_cache_tile_choice.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
