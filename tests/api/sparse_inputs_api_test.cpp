@@ -32,6 +32,7 @@ using spattn::testing::max_abs;
 using spattn::testing::max_abs_error;
 using spattn::testing::message_of;
 using spattn::testing::SparseInput;
+using spattn::testing::expect_counted_with_input_indices;
 using spattn::testing::expect_same_outputs;
 using spattn::testing::sparse_input;
 
@@ -99,13 +100,6 @@ class Problem {
   SparseInput q_, k_, v_;
   std::vector<float> d_o_;
 };
-
-void expect_counted_with_input_indices(const Plan& plan, const io::Ledger& ledger) {
-  spattn::testing::expect_counted_is_predicted(plan, ledger);
-  // The inputs' index words are booked to them (Q and K are CSR with entries here).
-  EXPECT_GT(ledger.traffic(io::Operand::q, io::WordKind::index).reads, 0);
-  EXPECT_GT(ledger.traffic(io::Operand::k, io::WordKind::index).reads, 0);
-}
 
 TEST(SparseInputsApi, EveryAlgorithmAgreesWithTheReferenceAndItsPlan) {
   for (const char* spec : {"full", "causal", "random:p=0.3,seed=2"}) {
