@@ -7,6 +7,7 @@
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_mask.hpp"
 #include "support/flash_runs.hpp"
+#include "support/reference_fixtures.hpp"
 #include "support/test_helpers.hpp"
 
 #include <sparse_formats/patterns.hpp>
@@ -33,6 +34,7 @@ using spattn::testing::count_flash_backward;
 using spattn::testing::count_flash_forward;
 using spattn::testing::HeadFixture;
 using spattn::testing::log_log_slope;
+using spattn::testing::pattern_of;
 using ::testing::HasSubstr;
 using Mask = sparse_formats::CsrPattern<int64_t>;
 constexpr FlashMasking kMasked = FlashMasking::block_sparse;
@@ -77,10 +79,6 @@ void check_counts(const std::string& spec, const Mask& mask, const HeadShape& s,
   EXPECT_EQ(predict_flash_backward(s, bwd, &bwd_mask), predicted.total());
 }
 
-Mask pattern(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k) {
-  return sparse_formats::make_pattern<int64_t>(sparse_formats::parse_pattern_spec(spec), seqlen_q, seqlen_k);
-}
-
 // `points` sizes spaced geometrically from the masked minimum to one tile per sequence.
 std::vector<int64_t> cache_sizes(const HeadShape& s, int points) {
   const auto lo = static_cast<double>(flash_min_cache_words(s, Pass::backward, kMasked));
@@ -101,7 +99,7 @@ TEST(BlockSparseFlashIo, HandCountedCausalFourByFour) {
   // 1 visits key tile 0 (full) and key tile 1 (partial). Transposed, key tile 0 visits query tiles
   // 0 (partial) and 1 (full), key tile 1 query tile 1 (partial). d = e = 2, one bit word per tile.
   const HeadShape s{4, 4, 2, 2};
-  const Mask mask = pattern("causal", 4, 4);
+  const Mask mask = pattern_of("causal", 4, 4);
   const FlashTiles tiles{2, 2, 2, 2};
   const FlashMask fwd_mask = build_flash_mask(mask.view(), 4, 4, tiles, Pass::forward);
   EXPECT_EQ(fwd_mask.query_rows.entries, (std::vector<int64_t>{2 * 0 + 1, 2 * 0 + 0, 2 * 1 + 1}));
@@ -139,13 +137,13 @@ TEST(BlockSparseFlashIo, CountedEqualsPredictedOverThePatternLibraryAndCacheSize
   for (const HeadShape& s : {HeadShape{257, 257, 8, 8}, HeadShape{97, 257, 4, 12}, HeadShape{257, 97, 16, 8}}) {
     for (const std::string& spec : specs) {
       if (spec.rfind("documents", 0) == 0 && s.seqlen_q != s.seqlen_k) continue;  // needs lengths_k
-      const Mask mask = pattern(spec, s.seqlen_q, s.seqlen_k);
+      const Mask mask = pattern_of(spec, s.seqlen_q, s.seqlen_k);
       for (const int64_t m : cache_sizes(s, 3)) check_counts(spec, mask, s, m);
     }
   }
   for (const auto& info : sparse_formats::list_patterns()) {
     const HeadShape s{600, 600, 8, 8};
-    const Mask mask = pattern(info.example, 600, 600);
+    const Mask mask = pattern_of(info.example, 600, 600);
     for (const int64_t m : {1000, 40000}) check_counts(info.example, mask, s, m);
   }
 }
@@ -162,7 +160,7 @@ TEST(BlockSparseFlashIo, CountedEqualsPredictedOnEmptyTinyAndDegenerateMasks) {
   }
   for (const int64_t n : {1, 7}) {
     const HeadShape t{n, n, 3, 5};
-    for (const int64_t m : cache_sizes(t, 3)) check_counts("causal", pattern("causal", n, n), t, m);
+    for (const int64_t m : cache_sizes(t, 3)) check_counts("causal", pattern_of("causal", n, n), t, m);
   }
   for (const HeadShape& t : {HeadShape{0, 7, 4, 4}, HeadShape{7, 0, 4, 4}, HeadShape{0, 0, 4, 4}}) {
     check_counts("empty", Mask::empty(t.seqlen_q, t.seqlen_k), t, 1000);
@@ -328,7 +326,7 @@ TEST(BlockSparseFlashIo, MinimumCacheIsTheDenseOnePlusTwentyIndexWords) {
     EXPECT_THAT(error.what(), HasSubstr("+ 20 words of mask structure"));
   }
   // At the minimum the schedule fills fast memory to the word.
-  const Mask mask = pattern("sliding_window:w=3", 64, 64);
+  const Mask mask = pattern_of("sliding_window:w=3", 64, 64);
   const FlashMask fm = build_flash_mask(mask.view(), 64, 64, FlashTiles{1, 1, 1, 1}, Pass::backward);
   HeadFixture head(s);
   EXPECT_EQ(count_flash_backward(head, FlashTiles{1, 1, 1, 1}, 407, &fm).peak_resident(), 407);

@@ -7,6 +7,7 @@
 // The word counts are tests/block_sparse_flash_io_test.cpp's.
 #include "support/flash_runs.hpp"
 #include "support/head_fixture.hpp"
+#include "support/reference_fixtures.hpp"
 
 #include <sparse_formats/patterns.hpp>
 
@@ -27,7 +28,9 @@ using spattn::io::Ledger;
 using spattn::testing::expect_backward_near;
 using spattn::testing::expect_forward_near;
 using spattn::testing::HeadFixture;
+using spattn::testing::make_mask;
 using spattn::testing::max_abs;
+using spattn::testing::pattern_of;
 using spattn::testing::reference_of;
 using spattn::testing::run_flash_backward;
 using spattn::testing::run_flash_forward;
@@ -92,23 +95,6 @@ void check_against_reference(const HeadFixture& head, const Mask& mask, const st
   }
 }
 
-Mask pattern(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k) {
-  return sparse_formats::make_pattern<int64_t>(sparse_formats::parse_pattern_spec(spec), seqlen_q, seqlen_k);
-}
-
-// Builds a mask from a predicate over (row, col).
-template <typename Attends>
-Mask mask_where(int64_t rows, int64_t cols, Attends&& attends) {
-  Mask mask = Mask::empty(rows, cols);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) {
-      if (attends(i, j)) mask.col_idx.push_back(j);
-    }
-    mask.row_ptr[static_cast<size_t>(i) + 1] = static_cast<int64_t>(mask.col_idx.size());
-  }
-  return mask;
-}
-
 std::string describe(const std::string& spec, int64_t n_q, int64_t n_k) {
   return spec + " at " + std::to_string(n_q) + " x " + std::to_string(n_k);
 }
@@ -127,7 +113,7 @@ TEST(BlockSparseFlash, HandCheckedPartialTileExcludesMaskedKeysExactly) {
   head.v = {0.0f, 100.0f, 4.0f};
   head.d_o = {1.0f};
   const float a = 1.0f / (1.0f + std::exp(1.0f)), b = 1.0f - a;
-  const Mask mask = mask_where(1, 3, [](int64_t, int64_t j) { return j != 1; });
+  const Mask mask = make_mask<int64_t>(1, 3, [](int64_t, int64_t j) { return j != 1; });
   for (const FlashTiles tiles : {FlashTiles{1, 3, 3, 1}, FlashTiles{1, 2, 1, 2}, FlashTiles{1, 1, 1, 1}}) {
     const FlashMask fwd_mask = build_flash_mask(mask.view(), 1, 3, tiles, Pass::forward);
     const FlashMask bwd_mask = build_flash_mask(mask.view(), 1, 3, tiles, Pass::backward);
@@ -156,7 +142,7 @@ TEST(BlockSparseFlash, EveryLibraryPatternExampleMatchesTheReference) {
   ASSERT_GE(patterns.size(), 12u);
   for (const auto& info : patterns) {
     SCOPED_TRACE(describe(info.example, 600, 600));
-    const Mask mask = pattern(info.example, 600, 600);
+    const Mask mask = pattern_of(info.example, 600, 600);
     check_against_reference(head, mask, {1000});
   }
 }
@@ -185,7 +171,7 @@ TEST(BlockSparseFlash, SmallScaleSpecsMatchTheReferenceOnSquareAndRectangularSha
     for (const std::string& spec : small_specs()) {
       if (spec == "documents" && shape.seqlen_q != shape.seqlen_k) continue;  // needs lengths_k
       SCOPED_TRACE(describe(spec, shape.seqlen_q, shape.seqlen_k));
-      const Mask mask = pattern(spec, shape.seqlen_q, shape.seqlen_k);
+      const Mask mask = pattern_of(spec, shape.seqlen_q, shape.seqlen_k);
       check_against_reference(head, mask, short_shape ? std::vector<int64_t>{sizes[0], sizes[1]}
                                                       : std::vector<int64_t>{sizes[1]});
     }
@@ -199,7 +185,7 @@ TEST(BlockSparseFlash, TinySequencesWithEveryPattern) {
     for (const auto& info : sparse_formats::list_patterns()) {
       const std::string spec = info.name == "documents" ? "documents:num_docs=" + std::to_string(n) : info.name;
       SCOPED_TRACE(describe(spec, n, n));
-      check_against_reference(head, pattern(spec, n, n), cache_sizes_for(shape));
+      check_against_reference(head, pattern_of(spec, n, n), cache_sizes_for(shape));
     }
   }
 }
@@ -221,12 +207,12 @@ TEST(BlockSparseFlash, EmptyMaskSingleEntryAndRandomOnePercent) {
   }
   {
     SCOPED_TRACE("single entry (200, 3)");
-    const Mask single = mask_where(257, 257, [](int64_t i, int64_t j) { return i == 200 && j == 3; });
+    const Mask single = make_mask<int64_t>(257, 257, [](int64_t i, int64_t j) { return i == 200 && j == 3; });
     check_against_reference(head, single, sizes);
   }
   {
     SCOPED_TRACE("random 1 %");
-    check_against_reference(head, pattern("random:p=0.01,seed=4", 257, 257), sizes);
+    check_against_reference(head, pattern_of("random:p=0.01,seed=4", 257, 257), sizes);
   }
 }
 
@@ -235,7 +221,8 @@ TEST(BlockSparseFlash, EmptyQueryRowsAndUnattendedKeysGiveZerosNeverNan) {
   // key tiles are far smaller than 100 rows, so whole tiles have empty lists.
   const HeadShape shape{257, 257, 8, 8};
   HeadFixture head(shape, 12);
-  const Mask mask = mask_where(257, 257, [](int64_t i, int64_t j) { return i >= 100 && j >= 100 && (i + j) % 3 == 0; });
+  const Mask mask =
+      make_mask<int64_t>(257, 257, [](int64_t i, int64_t j) { return i >= 100 && j >= 100 && (i + j) % 3 == 0; });
   const int64_t cache_words = 1000;
   check_against_reference(head, mask, {cache_words});
   const FlashTiles fwd_tiles = flash_tiles(shape, cache_words, Pass::forward, FlashMasking::block_sparse);
@@ -271,13 +258,13 @@ TEST(BlockSparseFlash, UserBlockSizesThatTilesSpanOrSplit) {
   for (const int64_t block : {1, 5, 8, 13, 100}) {
     const std::string spec = "random_blocks:block=" + std::to_string(block) + ",p=0.3,seed=7";
     SCOPED_TRACE(spec);
-    check_against_reference(head, pattern(spec, 257, 257), {800, 3000});
+    check_against_reference(head, pattern_of(spec, 257, 257), {800, 3000});
   }
 }
 
 TEST(BlockSparseFlash, Int32AndInt64MasksGiveTheSameFlashMask) {
   const auto mask32 = sparse_formats::make_pattern<int32_t>(sparse_formats::parse_pattern_spec("bigbird:block=16"), 97, 257);
-  const Mask mask64 = pattern("bigbird:block=16", 97, 257);
+  const Mask mask64 = pattern_of("bigbird:block=16", 97, 257);
   const FlashTiles tiles{9, 4, 5, 11};
   const FlashMask a = build_flash_mask(mask32.view(), 97, 257, tiles, Pass::backward);
   const FlashMask b = build_flash_mask(mask64.view(), 97, 257, tiles, Pass::backward);
@@ -297,7 +284,7 @@ TEST(BlockSparseFlash, Int32AndInt64MasksGiveTheSameFlashMask) {
 // ---- Refusals: each names the argument and the values, and nothing is written -----------------
 
 TEST(BlockSparseFlash, RefusesAMaskOfTheWrongShapeOrTiles) {
-  const Mask mask = pattern("causal", 7, 5);
+  const Mask mask = pattern_of("causal", 7, 5);
   EXPECT_THAT([&] { build_flash_mask(mask.view(), 7, 6, FlashTiles{2, 2, 0, 0}, Pass::forward); },
               ::testing::ThrowsMessage<spattn::InvalidArgument>(
                   HasSubstr("build_flash_mask: mask is 7 x 5, expected 7 x 6 (seqlen_q x seqlen_k)")));
@@ -309,11 +296,11 @@ TEST(BlockSparseFlash, RefusesAMaskOfTheWrongShapeOrTiles) {
 TEST(BlockSparseFlash, RefusesAFlashMaskBuiltForOtherTilesPassOrShapeBeforeWriting) {
   const HeadShape shape{7, 5, 4, 4};
   const HeadFixture head(shape, 1);
-  const Mask mask = pattern("causal", 7, 5);
+  const Mask mask = pattern_of("causal", 7, 5);
   const FlashTiles tiles{2, 2, 2, 2};
   const FlashMask fwd_mask = build_flash_mask(mask.view(), 7, 5, tiles, Pass::forward);
   const FlashMask other_tiles = build_flash_mask(mask.view(), 7, 5, FlashTiles{3, 2, 0, 0}, Pass::forward);
-  const Mask bigger = pattern("causal", 8, 5);
+  const Mask bigger = pattern_of("causal", 8, 5);
   const FlashMask other_shape = build_flash_mask(bigger.view(), 8, 5, tiles, Pass::forward);
   auto forward_error = [&](const FlashMask& m) -> std::string {
     HeadFixture run = head;
