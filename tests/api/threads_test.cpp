@@ -10,6 +10,7 @@
 #include "support/api_problem.hpp"
 #include "support/compare.hpp"
 #include "support/sparse_inputs_fixtures.hpp"
+#include "support/thread_cases.hpp"
 
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
@@ -26,26 +27,13 @@ using spattn::AttentionOptions;
 using spattn::Mask;
 using spattn::TensorView;
 using spattn::testing::ApiProblem;
+using spattn::testing::describe_threads_run;
 using spattn::testing::expect_same_bits;
+using spattn::testing::threads_mask_specs;
+using spattn::testing::threads_problem;
 using ::testing::HasSubstr;
 
 namespace {
-
-// batch x heads heads of n x n, head_dim d, from the seeds 11 to 14.
-ApiProblem problem(int64_t batch, int64_t heads, int64_t n, int64_t d) {
-  return ApiProblem(batch, heads, heads, n, n, d, 11);
-}
-
-const std::vector<std::string>& mask_specs() {
-  static const std::vector<std::string> specs = {
-      "full",
-      "causal",
-      "sliding_window:w=9",
-      "documents:lengths=30/0/40/27,causal=1",
-      "random:p=0.1,seed=4",
-  };
-  return specs;
-}
 
 // Counted == predicted with the workers' ledgers merged; each worker's fast memory is its own, so
 // the peak is one worker's, within M.
@@ -57,27 +45,23 @@ void expect_counted_is_predicted(const spattn::io::Ledger& ledger, const spattn:
   EXPECT_GT(ledger.peak_resident(), 0);
 }
 
-std::string describe(const std::string& spec, Algorithm algorithm, int threads) {
-  return spec + " " + spattn::algorithm_name(algorithm) + " threads " + std::to_string(threads);
-}
-
 }  // namespace
 
 TEST(Threads, EveryThreadCountGivesTheSameBitsAsOneThread) {
   // 97 rows at M = 1500 and head_dim 20 make several outer tiles per head, so 2 and 3 threads
   // really split the tiles (and 2 x 3 heads); head_dim 20 is not a multiple of any vector width.
-  for (const std::string& spec : mask_specs()) {
+  for (const std::string& spec : threads_mask_specs()) {
     const Mask mask = Mask::from_spec(spec, 97, 97);
     for (Algorithm algorithm : {Algorithm::flash, Algorithm::small_cache, Algorithm::automatic}) {
-      ApiProblem one = problem(2, 3, 97, 20);
+      ApiProblem one = threads_problem(2, 3, 97, 20);
       AttentionOptions options;
       options.algorithm = algorithm;
       options.cache_words = 1500;
       options.threads = 1;
       one.run({mask}, options);
       for (int threads : {2, 3, 1, 2}) {  // 1 and 2 twice: the same bits again on a second run
-        SCOPED_TRACE(describe(spec, algorithm, threads));
-        ApiProblem many = problem(2, 3, 97, 20);
+        SCOPED_TRACE(describe_threads_run(spec, algorithm, threads));
+        ApiProblem many = threads_problem(2, 3, 97, 20);
         options.threads = threads;
         many.run({mask}, options);
         expect_same_bits(one, many);
@@ -91,13 +75,13 @@ TEST(Threads, OneHeadWithManyTilesGivesTheSameBits) {
   const Mask window = Mask::from_spec("sliding_window:w=17", 257, 257);
   const Mask full = Mask::full(257, 257);
   for (const Mask* mask : {&full, &window}) {
-    ApiProblem one = problem(1, 1, 257, 16);
+    ApiProblem one = threads_problem(1, 1, 257, 16);
     AttentionOptions options;
     options.algorithm = Algorithm::flash;
     options.cache_words = 2000;
     options.threads = 1;
     one.run({*mask}, options);
-    ApiProblem two = problem(1, 1, 257, 16), three = problem(1, 1, 257, 16);
+    ApiProblem two = threads_problem(1, 1, 257, 16), three = threads_problem(1, 1, 257, 16);
     options.threads = 2;
     two.run({*mask}, options);
     options.threads = 3;
@@ -109,12 +93,12 @@ TEST(Threads, OneHeadWithManyTilesGivesTheSameBits) {
 }
 
 TEST(Threads, CountedEqualsPredictedWhenTheWorkersLedgersAreMerged) {
-  for (const std::string& spec : mask_specs()) {
+  for (const std::string& spec : threads_mask_specs()) {
     const Mask mask = Mask::from_spec(spec, 97, 97);
     for (Algorithm algorithm : {Algorithm::flash, Algorithm::small_cache}) {
       for (int threads : {1, 3}) {
-        SCOPED_TRACE(describe(spec, algorithm, threads));
-        ApiProblem p = problem(2, 2, 97, 12);
+        SCOPED_TRACE(describe_threads_run(spec, algorithm, threads));
+        ApiProblem p = threads_problem(2, 2, 97, 12);
         AttentionOptions forward_options, backward_options;
         spattn::io::Ledger forward_ledger, backward_ledger;
         forward_options.algorithm = backward_options.algorithm = algorithm;
@@ -137,7 +121,7 @@ TEST(Threads, SmallCacheWithFewerHeadsThanThreadsSplitsEachHeadWithTheSameBitsAn
   const std::vector<Mask> masks{Mask::full(97, 97), Mask::from_spec("random:p=0.1,seed=4", 97, 97)};
   for (const Mask& mask : masks) {
     for (int64_t heads : {1, 2}) {
-      ApiProblem one = problem(1, heads, 97, 20);
+      ApiProblem one = threads_problem(1, heads, 97, 20);
       AttentionOptions options;
       options.algorithm = Algorithm::small_cache;
       options.cache_words = 700;
@@ -147,7 +131,7 @@ TEST(Threads, SmallCacheWithFewerHeadsThanThreadsSplitsEachHeadWithTheSameBitsAn
       for (int threads : {2, 3, 4}) {
         SCOPED_TRACE(std::string(mask.is_full() ? "full" : "random") + ", " + std::to_string(heads) +
                      " heads, threads " + std::to_string(threads));
-        ApiProblem many = problem(1, heads, 97, 20);
+        ApiProblem many = threads_problem(1, heads, 97, 20);
         AttentionOptions forward_options = options, backward_options = options;
         spattn::io::Ledger forward_ledger, backward_ledger;
         forward_options.threads = backward_options.threads = threads;
@@ -224,7 +208,7 @@ TEST(Threads, SmallCacheOnSparseInputsSplitsTheHeadWithTheSameBitsAndWords) {
 
 TEST(Threads, CountedRunsOnThreeThreadsGiveTheBitsOfNativeRunsOnTwo) {
   const Mask mask = Mask::from_spec("causal", 97, 97);
-  ApiProblem counted = problem(1, 2, 97, 20), native = problem(1, 2, 97, 20);
+  ApiProblem counted = threads_problem(1, 2, 97, 20), native = threads_problem(1, 2, 97, 20);
   AttentionOptions options;
   options.algorithm = Algorithm::flash;
   options.cache_words = 1500;
@@ -240,10 +224,10 @@ TEST(Threads, CountedRunsOnThreeThreadsGiveTheBitsOfNativeRunsOnTwo) {
 
 TEST(Threads, ResultsMatchTheReferenceOnSeveralThreads) {
   const int64_t n = 97, d = 20, heads = 3;
-  for (const std::string& spec : mask_specs()) {
+  for (const std::string& spec : threads_mask_specs()) {
     SCOPED_TRACE(spec);
     const Mask mask = Mask::from_spec(spec, n, n);
-    ApiProblem p = problem(1, heads, n, d);
+    ApiProblem p = threads_problem(1, heads, n, d);
     AttentionOptions options;
     options.algorithm = Algorithm::flash;
     options.cache_words = 1500;
@@ -255,7 +239,7 @@ TEST(Threads, ResultsMatchTheReferenceOnSeveralThreads) {
 
 TEST(Threads, MoreThreadsThanTilesOrHeadsAndTheDefaultCount) {
   const Mask mask = Mask::from_spec("causal", 5, 5);
-  ApiProblem one = problem(1, 1, 5, 3), sixteen = problem(1, 1, 5, 3), hardware = problem(1, 1, 5, 3);
+  ApiProblem one = threads_problem(1, 1, 5, 3), sixteen = threads_problem(1, 1, 5, 3), hardware = threads_problem(1, 1, 5, 3);
   AttentionOptions options;
   options.algorithm = Algorithm::flash;
   options.threads = 1;
@@ -271,7 +255,7 @@ TEST(Threads, MoreThreadsThanTilesOrHeadsAndTheDefaultCount) {
 
 TEST(Threads, EmptyShapesRunOnSeveralThreads) {
   for (int64_t n : {int64_t{0}, int64_t{1}}) {
-    ApiProblem p = problem(2, 2, n, 4);
+    ApiProblem p = threads_problem(2, 2, n, 4);
     AttentionOptions options;
     options.algorithm = Algorithm::flash;
     options.threads = 3;
@@ -281,7 +265,7 @@ TEST(Threads, EmptyShapesRunOnSeveralThreads) {
     for (float value : p.dv) EXPECT_TRUE(std::isfinite(value));
     EXPECT_EQ(p.o, p.v);
   }
-  ApiProblem no_heads = problem(0, 3, 9, 4);
+  ApiProblem no_heads = threads_problem(0, 3, 9, 4);
   AttentionOptions options;
   options.threads = 2;
   no_heads.run({Mask::full(9, 9)}, options);
@@ -289,7 +273,7 @@ TEST(Threads, EmptyShapesRunOnSeveralThreads) {
 }
 
 TEST(Threads, NegativeThreadCountsAreRefusedBeforeAnythingIsWritten) {
-  ApiProblem p = problem(1, 1, 6, 4);
+  ApiProblem p = threads_problem(1, 1, 6, 4);
   p.o.assign(24, 7.0f);
   p.lse.assign(6, 7.0f);
   AttentionOptions options;
