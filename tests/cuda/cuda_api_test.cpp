@@ -1,7 +1,7 @@
 // The CUDA API where no device can run it (this test's point: CI machines have the toolkit, or not
 // even that, and no GPU): every call fails with a RuntimeError that says why, before touching
 // memory; device_available() and device_status() agree. On a machine with a GPU the calls are
-// covered by tests/cuda_attention_test.cpp, and this test checks only the printing.
+// covered by tests/cuda/cuda_attention_test.cpp, and this test checks only the printing.
 #include <spattn/cuda.hpp>
 
 #include <gmock/gmock.h>

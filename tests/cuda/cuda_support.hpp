@@ -1,5 +1,5 @@
-// Shared by the tests of the CUDA backend (tests/cuda_*_test.cpp): the pattern specs every test
-// walks, and masks built from them.
+// Shared by the tests of the CUDA backend (tests/cuda/cuda_*_test.cpp): the pattern specs every
+// test walks, and masks built from them.
 #pragma once
 
 #include <spattn/mask.hpp>

@@ -1,5 +1,6 @@
-// The planner on the exact predictions (tests/flash_io_test.cpp and tests/small_cache_io_test.cpp
-// prove prediction == counted I/O, so these claims hold for the code that runs).
+// The planner on the exact predictions (tests/io/flash_io_test.cpp and
+// tests/io/small_cache_io_test.cpp prove prediction == counted I/O, so these claims hold for the
+// code that runs).
 #include <spattn/mask.hpp>
 #include <spattn/plan.hpp>
 #include <spattn/sparse_inputs.hpp>
