@@ -7,36 +7,29 @@
 #include <spattn/reference.hpp>
 
 #include "support/compare.hpp"
+#include "support/test_helpers.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
-#include <random>
 #include <utility>
 #include <vector>
 
 namespace spattn::testing {
-
-inline std::vector<float> random_floats(size_t count, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(count);
-  for (float& value : values) value = uniform(rng);
-  return values;
-}
 
 struct ApiProblem {
   int64_t batch, heads, kv_heads, n_q, n_k, d;
   std::vector<float> q, k, v, d_o;
   std::vector<float> o, lse, dq, dk, dv;
 
-  ApiProblem(int64_t batch_, int64_t heads_, int64_t kv_heads_, int64_t n_q_, int64_t n_k_, int64_t d_)
+  // q, k, v, dO uniform in [-1, 1) from the seeds seed, seed + 1, seed + 2, seed + 3.
+  ApiProblem(int64_t batch_, int64_t heads_, int64_t kv_heads_, int64_t n_q_, int64_t n_k_, int64_t d_,
+             uint32_t seed = 21)
       : batch(batch_), heads(heads_), kv_heads(kv_heads_), n_q(n_q_), n_k(n_k_), d(d_) {
-    q = random_floats(size(heads, n_q), 21);
-    k = random_floats(size(kv_heads, n_k), 22);
-    v = random_floats(size(kv_heads, n_k), 23);
-    d_o = random_floats(size(heads, n_q), 24);
+    q = random_floats(static_cast<int64_t>(size(heads, n_q)), seed);
+    k = random_floats(static_cast<int64_t>(size(kv_heads, n_k)), seed + 1);
+    v = random_floats(static_cast<int64_t>(size(kv_heads, n_k)), seed + 2);
+    d_o = random_floats(static_cast<int64_t>(size(heads, n_q)), seed + 3);
   }
   size_t size(int64_t h, int64_t n) const { return static_cast<size_t>(batch * h * n * d); }
   TensorView<const float> in(const std::vector<float>& x, int64_t h, int64_t n, int64_t last) const {
@@ -104,10 +97,6 @@ struct ApiProblem {
     }
   }
 };
-
-inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 inline void expect_same_bits(const ApiProblem& a, const ApiProblem& b) {
   EXPECT_TRUE(same_bits(a.o, b.o));

@@ -14,6 +14,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -50,6 +51,13 @@ double max_abs_error(const std::vector<T>& actual, const std::vector<double>& ex
     worst = std::max(worst, std::fabs(a - e));
   }
   return worst;
+}
+
+// Bit for bit equal (the sign of zero, infinities and NaN payloads included): what a native run
+// must give against a counted one, a rerun against the first, or a team against one worker.
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 }  // namespace spattn::testing

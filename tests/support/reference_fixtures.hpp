@@ -1,15 +1,17 @@
-// Small builders shared by the tests that talk to the fp64 reference: masks from a predicate,
-// seeded random values, and contiguous views.
+// Small builders shared by the tests that talk to the fp64 reference: masks from a predicate or
+// a pattern spec, seeded random values, and contiguous views.
 #pragma once
 
 #include <spattn/tensor.hpp>
 
 #include <sparse_formats/csr.hpp>
+#include <sparse_formats/patterns.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace spattn::testing {
@@ -27,6 +29,12 @@ sparse_formats::CsrPattern<Index> make_mask(int64_t rows, int64_t cols,
     mask.row_ptr[static_cast<std::size_t>(i + 1)] = static_cast<Index>(mask.col_idx.size());
   }
   return mask;
+}
+
+// The pattern a PATTERN-SPEC names (sparse_formats/patterns.hpp), rows x cols.
+template <typename Index = int64_t>
+sparse_formats::CsrPattern<Index> pattern_of(const std::string& spec, int64_t rows, int64_t cols) {
+  return sparse_formats::make_pattern<Index>(sparse_formats::parse_pattern_spec(spec), rows, cols);
 }
 
 // `count` values uniform in [-1, 1), the same for the same seed.

@@ -1,5 +1,6 @@
 // What the sparse-input API tests keep of one forward and backward run, and the checks they share:
-// counted == predicted (value and index words) and every output the same bit for bit.
+// counted == predicted (value and index words, the inputs' own) and every output the same bit for
+// bit.
 #pragma once
 
 #include "support/sparse_inputs_fixtures.hpp"
@@ -25,6 +26,14 @@ inline void expect_counted_is_predicted(const Plan& plan, const io::Ledger& ledg
   EXPECT_EQ(ledger.writes(), plan.writes);
   const AlgorithmCost& cost = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   EXPECT_EQ(ledger.total(io::WordKind::index).total(), cost.index_words);
+}
+
+// Counted == predicted, and the inputs' index words booked to them (for runs whose Q and K are
+// CSR with entries).
+inline void expect_counted_with_input_indices(const Plan& plan, const io::Ledger& ledger) {
+  expect_counted_is_predicted(plan, ledger);
+  EXPECT_GT(ledger.traffic(io::Operand::q, io::WordKind::index).reads, 0);
+  EXPECT_GT(ledger.traffic(io::Operand::k, io::WordKind::index).reads, 0);
 }
 
 inline void expect_same_outputs(const RunOutputs& a, const RunOutputs& b) {

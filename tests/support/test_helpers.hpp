@@ -1,9 +1,10 @@
-// Small helpers shared by the schedule tests: error-message checks, seeded inputs, and whether
-// this is a sanitized build (which runs the same checks on fewer sizes).
+// Small helpers shared by the schedule tests: error-message checks, seeded inputs, growth
+// exponents, and whether this is a sanitized build (which runs the same checks on fewer sizes).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -50,5 +51,22 @@ inline std::vector<float> random_floats(int64_t count, uint32_t seed) {
 }
 
 inline std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+// Least-squares slope of log(y) against log(x): the exponent of a measured growth.
+inline double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    mx += std::log(x[i]);
+    my += std::log(y[i]);
+  }
+  mx /= static_cast<double>(x.size());
+  my /= static_cast<double>(y.size());
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
+    sxx += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
+  }
+  return sxy / sxx;
+}
 
 }  // namespace spattn::testing
