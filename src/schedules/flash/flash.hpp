@@ -121,8 +121,8 @@ FlashWords predict_flash_backward_words(const HeadShape& shape, const FlashTiles
 
 // Run the schedule: every buffer is allocated from `fast` once per loop nest, every operand moves
 // with fast.load / fast.store (counted when `fast` has a ledger). The shape comes from the views;
-// throws InvalidArgument on inconsistent views, non-positive tiles or a mask built for another
-// shape, pass or tiles (before writing anything), RuntimeError (from FastMemory) when the tiles do
+// throws InvalidArgument on inconsistent views or non-positive tiles (before writing anything);
+// a mask built for another shape, pass or tiles is a caller's bug (asserted), RuntimeError (from FastMemory) when the tiles do
 // not fit in M. mask == nullptr is the dense schedule (every pair attends); otherwise only the
 // mask's stored tiles are visited, partial tiles apply their element bits, and the mask structure
 // moves as index words (docs/block_sparse.md).

@@ -77,8 +77,8 @@ FlashMask build_flash_mask(const sparse_formats::CsrPatternView<Index>& mask, in
 
 namespace flash_detail {
 
-// Throws InvalidArgument (prefixed by `what`) unless `mask` was built for this shape, pass and
-// these tiles. Nothing when mask == nullptr.
+// Asserts that `mask` was built for this shape, pass and these tiles (the plan hands them out
+// together, so a mismatch is a caller's bug). Nothing when mask == nullptr.
 void check_mask(const char* what, const FlashMask* mask, const HeadShape& shape,
                 const FlashTiles& tiles, Pass pass);
 

@@ -69,8 +69,8 @@ IoCount predict_small_cache_forward(const HeadShape& shape, const SmallCacheTile
 IoCount predict_small_cache_backward(const HeadShape& shape, const SmallCacheTiles& tiles);
 
 // The schedules. Scratch slow memory for the n x n intermediates (S; P and dS) is owned by the
-// call. Throw InvalidArgument when the operands' shapes disagree with each other or with
-// tiles.shape, or the tiles are for the other pass; RuntimeError when fast memory has fewer
+// call. Throw InvalidArgument when the operands' shapes disagree with each other; tiles chosen
+// for another shape or pass are a caller's bug (asserted); RuntimeError when fast memory has fewer
 // than small_cache_fast_words(tiles) words free. Either way before anything is written.
 void small_cache_forward(io::FastMemory& fast, const HeadForward& head,
                          const SmallCacheTiles& tiles);

@@ -161,8 +161,8 @@ SparseIo predict_sparse_small_cache_backward(const HeadShape& shape, const Spars
                                              const SparseSmallCacheTiles& tiles);
 
 // The schedules. Scratch slow memory for the nnz-long value arrays (S; P and dS) is owned by the
-// call. Throw InvalidArgument when the operands' shapes disagree with each other, with the mask
-// or with tiles.shape, or the tiles are for the other pass or another mask; RuntimeError when
+// call. Throw InvalidArgument when the operands' shapes disagree with each other; a mask or tiles
+// for another shape, pass or mask are a caller's bug (asserted); RuntimeError when
 // fast memory has fewer than sparse_small_cache_fast_words(tiles) words free. Either way before
 // anything is written. Empty rows: O = 0, LSE = -inf, no gradient contribution.
 void sparse_small_cache_forward(io::FastMemory& fast, const HeadForward& head,
