@@ -128,6 +128,18 @@ inline void expect_backward_near(const HeadFixture& head, const HeadReference& e
   EXPECT_LE(max_abs_error(head.dv, expected.backward.dv), fp32_tolerance(terms, max_abs(expected.backward.dv)));
 }
 
+// Outputs that carry signal: o, dq, dk and dv each reach |x| > 1e-2, and the LSE spreads over
+// the rows by more than 0.5 (uniform attention would give log(seqlen_k) in every row).
+inline void expect_nontrivial_outputs(const HeadFixture& head) {
+  const auto nontrivial = [](const std::vector<float>& x) { return max_abs(widen(x)) > 1e-2; };
+  EXPECT_TRUE(nontrivial(head.o));
+  EXPECT_TRUE(nontrivial(head.dq));
+  EXPECT_TRUE(nontrivial(head.dk));
+  EXPECT_TRUE(nontrivial(head.dv));
+  const auto [lo, hi] = std::minmax_element(head.lse.begin(), head.lse.end());
+  EXPECT_GT(*hi - *lo, 0.5f);
+}
+
 // Every output of `a` equal to `b`'s, element for element (EXPECT_EQ, so a NaN left where nothing
 // was written fails): delta aside, which only some schedules keep in slow memory.
 inline void expect_equal_outputs(const HeadFixture& a, const HeadFixture& b) {
