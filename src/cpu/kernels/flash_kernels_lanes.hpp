@@ -143,13 +143,15 @@ SPATTN_KERNEL_INLINE typename L::V bits_to_float_lanes(typename L::Vi x) {
 
 // exp(x) lane-wise, branch-free (Cephes expf): x = k ln2 + r with |r| <= ln2 / 2, exp(r) by a
 // degree-7 polynomial, 2^k through the exponent bits. About 1 ulp on [-87, 88]; exactly 0 below
-// -87 (so exp(-inf) = 0, as the masked scores need) and exp(0) = 1 exactly.
+// -87 (so exp(-inf) = 0, as the masked scores need), exp(0) = 1 exactly, and NaN for NaN (the
+// clamp sends a NaN lane to -87 first, so that the integer conversion and the shift below stay
+// defined, and the last select hands the NaN back).
 template <typename L>
 SPATTN_KERNEL_INLINE typename L::V exp_lanes(typename L::V x) {
   using V = typename L::V;
   const V lo = splat<L>(-87.0f);
   const V hi = splat<L>(88.0f);
-  V xc = x < lo ? lo : x;
+  V xc = x > lo ? x : lo;  // NaN compares false: lo
   xc = xc > hi ? hi : xc;
   const float round = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
   const V k = (xc * 1.44269504088896341f + round) - round;
@@ -165,7 +167,7 @@ SPATTN_KERNEL_INLINE typename L::V exp_lanes(typename L::V x) {
   // k is in [-126, 127] after the clamp, so 2^k is a normal float.
   const auto exponent = (to_int_lanes<L>(k) + 127) << 23;
   const V result = y * bits_to_float_lanes<L>(exponent);
-  return x < lo ? splat<L>(0.0f) : result;
+  return x >= lo ? result : (x < lo ? splat<L>(0.0f) : x);  // neither holds for NaN
 }
 
 template <typename L>
