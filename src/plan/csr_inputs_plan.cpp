@@ -62,14 +62,6 @@ double compulsory(const bounds::DenseShape& shape, Pass pass, const HeadInputs& 
   return words;
 }
 
-// The ratios of the plan's words to the bound and to flash's (cost_heads = num_heads here).
-void set_ratios(Plan& plan) {
-  const double total = static_cast<double>(plan.total());
-  plan.ratio_to_bound = plan.bound.value > 0.0 ? total / plan.bound.value : 0.0;
-  plan.ratio_to_flash =
-      plan.flash.feasible && plan.flash.total() > 0 ? total / static_cast<double>(plan.flash.total()) : 0.0;
-  plan.beats_worst_case = plan.masked && plan.ratio_to_bound < 1.0;
-}
 
 // One head's plan (its inputs already checked).
 Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, const Mask& mask,
@@ -97,7 +89,7 @@ Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, c
   plan.bound = bounds::sparse(plan.z_input, static_cast<double>(plan.z_qk), static_cast<double>(cache_words));
   plan.theoretical_switch = plan.bound.crossover_m;
   plan.compulsory = compulsory(plan.shape, pass, in);
-  set_ratios(plan);
+  update_ratios(plan, flash_total(plan));  // cost_heads = num_heads here
   plan.switch_cache_words = 0;
   plan.switch_searched = false;
   plan.sparse_inputs = true;
@@ -146,7 +138,7 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads;
   plan.writes = chosen.writes;
-  set_ratios(plan);
+  update_ratios(plan, flash_total(plan));  // cost_heads = num_heads here
   plan.switch_cache_words = 0;
   plan.switch_searched = false;
   return plan;
