@@ -5,6 +5,9 @@
 
 #include <sparse_formats/csr.hpp>
 
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -28,7 +31,40 @@ at::Tensor as_tensor(const int64_t* data, int64_t count) {
   return at::from_blob(const_cast<int64_t*>(data), {count}, at::kLong).clone();
 }
 
+// Live masks by key. Keys are never reused, so a stale key fails instead of naming another mask.
+struct Registry {
+  std::mutex lock;
+  std::unordered_map<int64_t, const TorchMask*> masks;
+  int64_t next_key = 1;
+};
+
+Registry& registry() {
+  static Registry* instance = new Registry;  // never destroyed: masks may outlive static teardown
+  return *instance;
+}
+
 }  // namespace
+
+TorchMask::TorchMask(Mask prepared) : mask(std::move(prepared)) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> guard(r.lock);
+  key_ = r.next_key++;
+  r.masks.emplace(key_, this);
+}
+
+TorchMask::~TorchMask() {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> guard(r.lock);
+  r.masks.erase(key_);
+}
+
+Mask TorchMask::with_key(const char* where, int64_t key) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> guard(r.lock);
+  const auto found = r.masks.find(key);
+  if (found == r.masks.end()) fail(where, ": mask key ", key, " names no live spattn Mask (pass Mask objects, not keys)");
+  return found->second->mask;
+}
 
 c10::intrusive_ptr<TorchMask> TorchMask::from_spec(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k) {
   return c10::make_intrusive<TorchMask>(Mask::from_spec(spec, seqlen_q, seqlen_k));

@@ -1,6 +1,8 @@
 // A spattn::Mask held by Python (torch.classes.spattn.Mask): prepared once, reused across layers
-// and calls, passed to the ops as a list (one for all heads, or one per query head). Generated
-// patterns are built directly in compressed form: no seqlen_q x seqlen_k memory.
+// and calls. Generated patterns are built directly in compressed form: no seqlen_q x seqlen_k
+// memory. The ops take masks by key (int[]: one for all heads, or one per query head), so that
+// their schemas hold only tensors, numbers and strings: what torch.compile traces and what fake
+// kernels can describe. A key is valid while its TorchMask lives.
 #pragma once
 
 #include <spattn/mask.hpp>
@@ -14,7 +16,10 @@
 namespace spattn::torch_ext {
 
 struct TorchMask : torch::CustomClassHolder {
-  explicit TorchMask(Mask prepared) : mask(std::move(prepared)) {}
+  explicit TorchMask(Mask prepared);
+  ~TorchMask() override;
+  TorchMask(const TorchMask&) = delete;
+  TorchMask& operator=(const TorchMask&) = delete;
 
   // Every PATTERN-SPEC of the CLI ("sliding_window:w=128", "causal", ...; docs/patterns.md).
   static c10::intrusive_ptr<TorchMask> from_spec(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k);
@@ -32,7 +37,15 @@ struct TorchMask : torch::CustomClassHolder {
   at::Tensor crow_indices() const;
   at::Tensor col_indices() const;
 
-  Mask mask;
+  // This mask's key in the process-wide registry (unique for the process's lifetime).
+  int64_t key() const { return key_; }
+  // The live mask with this key; InvalidArgument naming `where` and the key otherwise.
+  static Mask with_key(const char* where, int64_t key);
+
+  const Mask mask;
+
+ private:
+  int64_t key_ = 0;
 };
 
 }  // namespace spattn::torch_ext

@@ -7,10 +7,14 @@
 
 q is (batch, heads, seqlen_q, head_dim); k and v are (batch, kv_heads, seqlen_k, head_dim[_v]), with
 heads a multiple of kv_heads (grouped-query attention); any strides. ``mask`` is one Mask for every
-head, a list of one Mask per query head, or None (every pair attends). float32 runs spattn's
-schedules (flash, small_cache, or auto's choice); float64 runs the fp64 reference
-(``algorithm="reference"``), which is what ``torch.autograd.gradcheck`` differentiates. A fully
-masked row has output 0, LSE -inf and contributes no gradient.
+head, a list of one Mask per query head, or None (every pair attends). On the CPU, float32 runs
+spattn's schedules (flash, small_cache, or auto's choice) and float64 runs the fp64 reference
+(``algorithm="reference"``), which is what ``torch.autograd.gradcheck`` differentiates. On CUDA
+(where spattn's CUDA backend is built), float32, float16 and bfloat16 run spattn's CUDA kernels.
+A fully masked row has output 0, LSE -inf and contributes no gradient.
+
+With torch >= 2.4 the ops have fake kernels and registered autograd, so ``torch.compile`` traces
+``attention`` whole (``fullgraph=True``); build the masks outside the compiled function.
 """
 
 import json
@@ -19,6 +23,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from . import _compile
 from ._ops import MaskClass, ops
 
 __all__ = ["Mask", "attention", "plan"]
@@ -38,6 +43,7 @@ class Mask:
         if not isinstance(handle, torch.ScriptObject):
             raise TypeError("Mask: build masks with Mask.from_spec, from_dense, from_csr, from_sparse or full")
         self._handle = handle
+        self._key = handle.key()  # what the ops take; valid while this Mask lives
 
     @staticmethod
     def from_spec(spec: str, seqlen_q: int, seqlen_k: int) -> "Mask":
@@ -167,14 +173,25 @@ def attention(
     Returns the output (batch, heads, seqlen_q, head_dim_v); with ``return_lse`` also the row
     logsumexp (batch, heads, seqlen_q), float32, natural log, -inf on a fully masked row (not
     differentiable). With ``io`` a dict is appended: the plan that ran and the counted words per
-    operand (``predicted_reads`` == ``counted_reads``). ``cache_words`` is the fast memory M
-    (0: spattn's default), ``objective`` what the plan minimizes ("time" or "words"), ``threads``
-    the worker threads (None: torch.get_num_threads()).
+    operand (``predicted_reads`` == ``counted_reads``; CPU only). ``cache_words`` is the fast
+    memory M of the CPU schedules (0: spattn's default; on CUDA it must be 0), ``objective`` what
+    the CPU plan minimizes ("time" or "words"), ``threads`` the CPU worker threads (None:
+    torch.get_num_threads()).
     """
-    masks, call = _check_call("spattn.torch.attention", q, k, v, mask, scale, algorithm, cache_words, objective)
+    where = "spattn.torch.attention"
+    masks, call = _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective)
+    if io and q.device.type != "cpu":
+        raise ValueError(f"{where}: io=True counts the CPU schedules; q is on {q.device}")
     workers = _check_threads(threads)
     report = {}
-    out, lse = _Attention.apply(q, k, v, masks, scale, algorithm, int(cache_words), objective, workers, io, report)
+    if _compile.AVAILABLE and not io:
+        settings = ([m._key for m in masks], scale, algorithm, int(cache_words), objective, workers)
+        if _compile.is_compiling():
+            out, lse = ops.forward(q, k, v, *settings)
+        else:
+            out, lse = _translate(lambda: ops.forward(q, k, v, *settings))
+    else:
+        out, lse = _Attention.apply(q, k, v, masks, scale, algorithm, int(cache_words), objective, workers, io, report)
     result = (out, lse) if return_lse else (out,)
     if io:
         result = result + (report,)
@@ -199,35 +216,33 @@ def plan(
         raise ValueError(f"spattn.torch.plan: pass_ must be 'forward' or 'backward', got {pass_!r}")
     if algorithm == "reference":
         raise ValueError("spattn.torch.plan: the reference is not a schedule and has no plan")
-    handles = [m._handle for m in masks]
-    return json.loads(_translate(lambda: ops.plan(call, handles, pass_, algorithm, int(cache_words), objective)))
+    keys = [m._key for m in masks]
+    return json.loads(_translate(lambda: ops.plan(call, keys, pass_, algorithm, int(cache_words), objective)))
 
 
 class _Attention(torch.autograd.Function):
+    """The autograd of torch < 2.4, and of io=True (whose forward also returns the ledger)."""
+
     @staticmethod
     def forward(ctx, q, k, v, masks, scale, algorithm, cache_words, objective, threads, io, report):
-        handles = [m._handle for m in masks]
-        out, lse, text = _translate(
-            lambda: ops.forward(q, k, v, handles, scale, algorithm, cache_words, objective, threads, io)
-        )
+        settings = ([m._key for m in masks], scale, algorithm, cache_words, objective, threads)
         if io:
+            out, lse, text = _translate(lambda: ops.forward_counted(q, k, v, *settings))
             report.update(json.loads(text))
+        else:
+            out, lse = _translate(lambda: ops.forward(q, k, v, *settings))
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.settings = (handles, scale, algorithm, cache_words, objective, threads)
+        ctx.masks = masks  # the keys in settings name these masks: keep them alive until backward
+        ctx.settings = settings
         ctx.mark_non_differentiable(lse)
         return out, lse
 
     @staticmethod
     def backward(ctx, d_out, _d_lse):
         q, k, v, out, lse = ctx.saved_tensors
-        handles, scale, algorithm, cache_words, objective, threads = ctx.settings
         if d_out is None:
             return (None,) * 11
-        dq, dk, dv, _ = _translate(
-            lambda: ops.backward(
-                q, k, v, out, lse, d_out.to(q.dtype), handles, scale, algorithm, cache_words, objective, threads, False
-            )
-        )
+        dq, dk, dv = _translate(lambda: ops.backward(q, k, v, out, lse, d_out.to(q.dtype), *ctx.settings))
         return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
@@ -245,8 +260,9 @@ def _check_length(where: str, name: str, value) -> None:
 
 
 def _check_threads(threads) -> int:
+    """0 (from None) lets the op use torch's intra-op thread count."""
     if threads is None:
-        return torch.get_num_threads()
+        return 0
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"spattn.torch.attention: threads must be a positive int or None, got {threads!r}")
     return threads
@@ -258,17 +274,30 @@ def _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective) 
             raise TypeError(f"{where}: {name} must be a tensor, got {type(t).__name__}")
         if t.dim() != 4:
             raise ValueError(f"{where}: {name} has {t.dim()} dimensions {tuple(t.shape)}, expected 4 (batch, heads, seqlen, dim)")
-        if t.device.type != "cpu":
-            raise ValueError(f"{where}: {name} is on {t.device}; spattn's ops run on the CPU in this build")
-    if q.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"{where}: q has dtype {q.dtype}, expected torch.float32 (or torch.float64 with algorithm='reference')")
+    for name, t in (("k", k), ("v", v)):
+        if t.device != q.device:
+            raise ValueError(f"{where}: {name} is on {t.device}, q on {q.device}")
+    if algorithm not in _ALGORITHMS:
+        raise ValueError(f"{where}: algorithm must be one of {', '.join(_ALGORITHMS)}, got {algorithm!r}")
+    if q.device.type == "cpu":
+        if q.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"{where}: q has dtype {q.dtype}; on the CPU spattn runs torch.float32 "
+                            "(and torch.float64 with algorithm='reference')")
+        if q.dtype == torch.float64 and algorithm != "reference":
+            raise TypeError(f"{where}: float64 runs only with algorithm='reference' (the fp64 oracle), got {algorithm!r}")
+    elif q.device.type == "cuda":
+        if q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise TypeError(f"{where}: q has dtype {q.dtype}; on CUDA spattn runs float32, float16 and bfloat16")
+        if algorithm == "reference":
+            raise ValueError(f"{where}: the fp64 reference runs on the CPU; q is on {q.device}")
+        if cache_words != 0:
+            raise ValueError(f"{where}: cache_words = {cache_words!r} sizes the CPU schedules' fast memory; "
+                             "on CUDA it must be 0")
+    else:
+        raise ValueError(f"{where}: q is on {q.device}; spattn runs on the CPU and on CUDA")
     for name, t in (("k", k), ("v", v)):
         if t.dtype != q.dtype:
             raise TypeError(f"{where}: {name} has dtype {t.dtype}, q has {q.dtype}")
-    if algorithm not in _ALGORITHMS:
-        raise ValueError(f"{where}: algorithm must be one of {', '.join(_ALGORITHMS)}, got {algorithm!r}")
-    if q.dtype == torch.float64 and algorithm != "reference":
-        raise TypeError(f"{where}: float64 runs only with algorithm='reference' (the fp64 oracle), got {algorithm!r}")
     if objective not in _OBJECTIVES:
         raise ValueError(f"{where}: objective must be one of {', '.join(_OBJECTIVES)}, got {objective!r}")
     if isinstance(cache_words, bool) or not isinstance(cache_words, int) or cache_words < 0:

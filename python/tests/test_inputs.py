@@ -76,6 +76,12 @@ def bad_call(**changes):
         (dict(q=torch.randn(1, 4, 8, 4).double(), k=torch.randn(1, 2, 8, 4).double(),
               v=torch.randn(1, 2, 8, 4).double()), TypeError, "float64 runs only with algorithm='reference'"),
         (dict(cache_words=3, algorithm="flash"), ValueError, "flash forward needs M >="),
+        (dict(q=torch.randn(1, 4, 8, 4, device="meta")), ValueError, "k is on cpu, q on meta"),
+        (dict(q=torch.randn(1, 4, 8, 4, device="meta"), k=torch.randn(1, 2, 8, 4, device="meta"),
+              v=torch.randn(1, 2, 8, 4, device="meta")), ValueError, "spattn runs on the CPU and on CUDA"),
+        (dict(q=torch.randn(1, 4, 8, 4).double(), k=torch.randn(1, 2, 8, 4).double(),
+              v=torch.randn(1, 2, 8, 4).double(), algorithm="reference", io=True), ValueError,
+         "io=True counts spattn's schedules"),
     ],
 )
 def test_bad_input_names_the_argument(changes, error, words):
@@ -97,3 +103,16 @@ def test_bad_masks_are_refused_with_the_field_named():
         st.Mask.from_dense(torch.ones(3, 3))
     with pytest.raises(ValueError, match="seqlen_q must be a non-negative int"):
         st.Mask.from_spec("causal", -1, 4)
+
+
+def test_the_ops_take_masks_by_key_and_refuse_a_key_of_no_live_mask():
+    from spattn._ops import ops
+
+    q = torch.randn(1, 1, 4, 4)
+    mask = st.Mask.from_spec("causal", 4, 4)
+    out, lse = ops.forward(q, q, q, [mask._key], None, "auto", 0, "time", 1)
+    assert torch.equal(out, st.attention(q, q, q, mask, threads=1))
+    stale = st.Mask.from_spec("causal", 4, 4)._key  # the Mask is dropped at once
+    with pytest.raises(ValueError, match=f"mask key {stale} names no live spattn Mask"):
+        ops.forward(q, q, q, [stale], None, "auto", 0, "time", 1)
+    assert st.Mask.from_spec("causal", 4, 4)._key != stale  # keys are never reused
