@@ -64,6 +64,7 @@ Plan forward(TensorView<const float> q, TensorView<const float> k, TensorView<co
   check_value_dim(where, "o", o.head_dim(), v);
   check_lse(where, lse, q);
   check_masks(where, masks, per_head, q, k);
+  check_finite_inputs(where, q, k, v);
   const double scale = resolve_scale(where, options, q.head_dim());
   const int64_t cache_words = resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
@@ -96,6 +97,8 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
   check_gradient(where, "dk", dk, k);
   check_gradient(where, "dv", dv, v);
   check_masks(where, masks, per_head, q, k);
+  check_finite_inputs(where, q, k, v);
+  check_finite_backward(where, o, lse, d_o);
   const double scale = resolve_scale(where, options, q.head_dim());
   const int64_t cache_words = resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);

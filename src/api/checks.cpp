@@ -1,6 +1,8 @@
 // The argument checks of the attention entry points (checks.hpp).
 #include "api/checks.hpp"
 
+#include "reference/finite_values.hpp"
+
 #include <spattn/error.hpp>
 
 #include <cmath>
@@ -124,6 +126,20 @@ bounds::DenseShape check_shape(const char* where, const AttentionShape& shape) {
     fail(where, ": q has ", shape.heads, " heads, not a multiple of k's ", shape.kv_heads, " heads");
   }
   return {shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v > 0 ? shape.head_dim_v : shape.head_dim};
+}
+
+void check_finite_inputs(const char* where, const TensorView<const float>& q, const TensorView<const float>& k,
+                         const TensorView<const float>& v) {
+  reference::check_finite(where, "q", q);
+  reference::check_finite(where, "k", k);
+  reference::check_finite(where, "v", v);
+}
+
+void check_finite_backward(const char* where, const TensorView<const float>& o, const TensorView<const float>& lse,
+                           const TensorView<const float>& d_o) {
+  reference::check_finite(where, "o", o);
+  reference::check_finite(where, "lse", lse, /*minus_infinity_allowed=*/true);
+  reference::check_finite(where, "d_o", d_o);
 }
 
 double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim) {

@@ -41,6 +41,13 @@ void check_masks(const char* where, const std::vector<Mask>& masks, bool per_hea
 // messages of check_qkv. Returns the per-head shape (head_dim_v 0 taken as head_dim).
 bounds::DenseShape check_shape(const char* where, const AttentionShape& shape);
 
+// The non-finite policy (reference/finite_values.hpp): q, k, v (and o, d_o, lse in the backward)
+// hold no NaN or infinity; lse may hold -inf (a row that attends nothing).
+void check_finite_inputs(const char* where, const TensorView<const float>& q, const TensorView<const float>& k,
+                         const TensorView<const float>& v);
+void check_finite_backward(const char* where, const TensorView<const float>& o, const TensorView<const float>& lse,
+                           const TensorView<const float>& d_o);
+
 double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim);
 int64_t resolve_cache(const char* where, const AttentionOptions& options);
 

@@ -13,6 +13,7 @@
 #include "plan/planned_run.hpp"
 #include "plan/planner.hpp"
 #include "reference/csr_input_check.hpp"
+#include "reference/finite_values.hpp"
 #include "schedules/csr_inputs/input_views.hpp"
 
 #include <spattn/error.hpp>
@@ -80,6 +81,7 @@ void check_input(const char* where, const std::string& name, const AttentionInpu
       fail(where, ": ", name, " is ", t.seqlen(), " x ", t.head_dim(), " (negative shape)");
     }
     check_tensor(where, name.c_str(), t, 1, 1, t.seqlen(), t.head_dim(), "its shape");
+    reference::check_finite(where, name.c_str(), t);  // (CSR values: check_csr_input refuses them too)
   }
 }
 
@@ -273,6 +275,7 @@ Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorVi
   check_tensor(where, "dk", dk, batch, kv_heads, n, d, "seqlen_k x head_dim (k's shape)");
   check_tensor(where, "dv", dv, batch, kv_heads, n, e, "seqlen_k x head_dim_v (v's shape)");
   check_masks(where, masks, per_head, inputs, shape);
+  api_detail::check_finite_backward(where, o, lse, d_o);
   const double scale = api_detail::resolve_scale(where, options, d);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);

@@ -1,6 +1,8 @@
 // Boundary checks of the reference: shapes of q, k, v, d_o; the mask list; the scale.
 #include "reference/reference_validation.hpp"
 
+#include "reference/finite_values.hpp"
+
 #include <spattn/error.hpp>
 
 #include <cmath>
@@ -134,6 +136,10 @@ AttentionShape check_attention_args(const char* where, const TensorView<const do
     check_mask(where, "masks[" + std::to_string(m) + "]", masks[m], shape.seqlen_q, shape.seqlen_k,
                "seqlen_q x seqlen_k");
   }
+  check_finite(where, "q", q);
+  check_finite(where, "k", k);
+  check_finite(where, "v", v);
+  if (d_o != nullptr) check_finite(where, "d_o", *d_o);
   return shape;
 }
 
