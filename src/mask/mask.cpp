@@ -9,6 +9,7 @@
 #include <sparse_formats/patterns.hpp>
 #include <sparse_formats/validate.hpp>
 
+#include <limits>
 #include <mutex>
 
 namespace spattn {
@@ -33,6 +34,9 @@ bool covers_everything(const sparse_formats::CsrPattern<int64_t>& csr) {
 Mask Mask::full(int64_t seqlen_q, int64_t seqlen_k) {
   if (seqlen_q < 0 || seqlen_k < 0) {
     fail("Mask::full: seqlen_q = ", seqlen_q, " and seqlen_k = ", seqlen_k, " must be >= 0");
+  }
+  if (seqlen_k > 0 && seqlen_q > std::numeric_limits<int64_t>::max() / seqlen_k) {
+    fail("Mask::full: seqlen_q x seqlen_k = ", seqlen_q, " x ", seqlen_k, " pairs overflows int64");
   }
   auto state = std::make_shared<State>();
   state->seqlen_q = seqlen_q;

@@ -24,6 +24,19 @@ schedules::HeadShape head_shape(const bounds::DenseShape& shape) {
 
 namespace {
 
+// A head's counts are at most about seqlen_q seqlen_k (head_dim + head_dim_v + 4) words (flash with
+// one-row query tiles reads every K, V row once per query row); past 2^62 the int64 ledger and
+// predictions would overflow, so such a head is refused, by its sizes, before anything is counted.
+void check_countable(const schedules::HeadShape& s) {
+  const double words = static_cast<double>(s.seqlen_q) * static_cast<double>(s.seqlen_k) *
+                       (static_cast<double>(s.head_dim) + static_cast<double>(s.head_dim_v) + 4.0);
+  if (words > 0x1p62) {
+    fail("plan: a head of seqlen_q ", s.seqlen_q, ", seqlen_k ", s.seqlen_k, ", head_dim ", s.head_dim,
+         ", head_dim_v ", s.head_dim_v, " may move up to seqlen_q seqlen_k (head_dim + head_dim_v + 4) = ", words,
+         " words, past the 2^62 that spattn's int64 counts hold");
+  }
+}
+
 std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& tiles) {
   std::ostringstream out;
   out << name << ' ' << tiles.tile_m << 'x' << tiles.tile_n << 'x' << tiles.tile_k;
@@ -133,6 +146,7 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
 
 HeadCosts head_costs(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, Pass pass,
                      PlanObjective objective) {
+  check_countable(shape);
   HeadCosts costs;
   if (mask == nullptr || mask->is_full()) {
     costs.flash = flash_cost(shape, nullptr, cache_words, pass, objective, costs.flash_tiles);

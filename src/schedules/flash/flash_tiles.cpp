@@ -6,6 +6,7 @@
 #include <spattn/error.hpp>
 
 #include <algorithm>
+#include <limits>
 
 namespace spattn::schedules {
 namespace {
@@ -13,8 +14,16 @@ namespace {
 using flash_detail::NestTiles;
 using flash_detail::num_tiles;
 
+// The tile fits below compute in 128 bits: with an M near 2^63 (a caller may ask for any M),
+// 64 * M and outer * inner overflow int64. Results are clamped back to int64 (a tile never
+// exceeds M rows, and callers cap it at the sequence).
+__extension__ using Wide = __int128;
 // floor(a / b) for b > 0 (C++ division truncates towards zero).
-int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0 ? 1 : 0); }
+Wide floor_div(Wide a, Wide b) { return a / b - (a % b != 0 && a < 0 ? 1 : 0); }
+int64_t clamp_to_int64(Wide value) {
+  const Wide top = std::numeric_limits<int64_t>::max(), bottom = std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(value > top ? top : value < bottom ? bottom : value);
+}
 
 // One loop nest: an outer tile of `outer` rows stays resident (outer * per_outer words), an inner
 // tile of `inner` rows streams (inner * per_inner words), their score tile takes outer * inner
@@ -29,33 +38,37 @@ struct Nest {
   int64_t inner_rows = 0;  // the sequence length the inner tiles cover
   bool masked = false;
 
-  int64_t resident(int64_t outer, int64_t inner) const {
-    int64_t words = outer * per_outer + inner * per_inner + outer * inner;
-    if (masked) words += flash_mask_resident_words(outer, inner);
+  int64_t resident(int64_t outer, int64_t inner) const { return clamp_to_int64(resident_wide(outer, inner)); }
+  // resident() without overflow (flash_mask_resident_words: 3 + kFlashListChunk + ceil(o i / 64)).
+  Wide resident_wide(Wide outer, Wide inner) const {
+    Wide words = outer * per_outer + inner * per_inner + outer * inner;
+    if (masked) words += 3 + kFlashListChunk + (outer * inner + 63) / 64;
     return std::max(words, outer * per_outer_alone);
   }
   // The largest outer tile that fits in `cache_words` next to an inner tile of `inner` rows
   // (may be < 1 when none does).
   int64_t outer_fit(int64_t cache_words, int64_t inner) const {
-    int64_t outer = 0;
+    Wide outer = 0;
     if (!masked) {
-      outer = floor_div(cache_words - inner * per_inner, per_outer + inner);
+      outer = floor_div(Wide{cache_words} - Wide{inner} * per_inner, Wide{per_outer} + inner);
     } else {
       // ceil(o i / 64) <= (o i + 63) / 64 makes this a lower bound; step up to the exact one.
-      const int64_t room = cache_words - 3 - kFlashListChunk - inner * per_inner;
-      outer = std::max<int64_t>(floor_div(64 * room - 63, 64 * per_outer + 65 * inner), 0);
-      while (resident(outer + 1, inner) <= cache_words) ++outer;
+      const Wide room = Wide{cache_words} - 3 - kFlashListChunk - Wide{inner} * per_inner;
+      outer = std::max<Wide>(floor_div(64 * room - 63, 64 * Wide{per_outer} + 65 * Wide{inner}), 0);
+      while (resident_wide(outer + 1, inner) <= cache_words) ++outer;
     }
-    if (per_outer_alone > 0) outer = std::min(outer, cache_words / per_outer_alone);
-    return outer;
+    if (per_outer_alone > 0) outer = std::min<Wide>(outer, cache_words / per_outer_alone);
+    return clamp_to_int64(outer);
   }
   // The largest inner tile that fits next to an outer tile of `outer` rows (may be < 1).
   int64_t inner_fit(int64_t cache_words, int64_t outer) const {
-    if (!masked) return floor_div(cache_words - outer * per_outer, per_inner + outer);
-    const int64_t room = cache_words - 3 - kFlashListChunk - outer * per_outer;
-    int64_t inner = std::max<int64_t>(floor_div(64 * room - 63, 64 * per_inner + 65 * outer), 0);
-    while (resident(outer, inner + 1) <= cache_words) ++inner;
-    return inner;
+    if (!masked) {
+      return clamp_to_int64(floor_div(Wide{cache_words} - Wide{outer} * per_outer, Wide{per_inner} + outer));
+    }
+    const Wide room = Wide{cache_words} - 3 - kFlashListChunk - Wide{outer} * per_outer;
+    Wide inner = std::max<Wide>(floor_div(64 * room - 63, 64 * Wide{per_inner} + 65 * Wide{outer}), 0);
+    while (resident_wide(outer, inner + 1) <= cache_words) ++inner;
+    return clamp_to_int64(inner);
   }
 };
 
