@@ -44,8 +44,21 @@ std::string StagedDirectory::path(const std::string& name) {
   return (fs::path(staging_) / name).string();
 }
 
-void StagedDirectory::commit() {
+void StagedDirectory::commit(const std::vector<std::string>& outputs) {
+  std::vector<std::string> targets = outputs;
+  targets.insert(targets.end(), names_.begin(), names_.end());
+  for (const std::string& name : targets) {
+    const fs::path target = fs::path(directory_) / name;
+    std::error_code error;
+    const fs::file_status status = fs::symlink_status(target, error);
+    if (fs::exists(status) && !fs::is_regular_file(status)) {
+      throw UsageError("--out: '" + target.string() + "' exists and is not a regular file; nothing was written");
+    }
+  }
   fs::create_directories(directory_);
+  for (const std::string& name : outputs) {
+    if (std::find(names_.begin(), names_.end(), name) == names_.end()) fs::remove(fs::path(directory_) / name);
+  }
   for (const std::string& name : names_) {
     fs::rename(fs::path(staging_) / name, fs::path(directory_) / name);
   }

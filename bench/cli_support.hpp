@@ -49,8 +49,11 @@ class StagedDirectory {
 
   // The path to write `name` to now (inside the staging directory).
   std::string path(const std::string& name);
-  // Moves every staged file into the directory (created if missing).
-  void commit();
+  // Replaces the set `outputs` in the directory (created if missing) by the staged files: staged
+  // names move in, names of `outputs` that were not staged are removed (a forward-only run leaves no
+  // dq.npy of an earlier one beside its o.npy). Every target is checked first; one that is not a
+  // regular file (a directory named lse.npy) is refused, naming it, before anything changes.
+  void commit(const std::vector<std::string>& outputs);
 
  private:
   std::string directory_;

@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -36,21 +37,30 @@ struct AttentionCommand {
   bool io = false;
 };
 
-// A tensor as read, in double; a Matrix Market input is kept as CSR too (float values, as the
-// schedules load it) and densified for the reference.
+// A tensor as read, in double; a Matrix Market input is kept as CSR (float values, as the
+// schedules load it), its view has the shape and no data until densify() (the reference's input).
 struct LoadedTensor {
   sparse_formats::NpyArrayT<double> array;
   TensorView<const double> view;
   std::optional<sparse_formats::CsrMatrix<int64_t, float>> csr;
 };
 
+// A CSR input densified in place (after every shape check: a wide CSR costs rows x cols words).
+void densify(LoadedTensor& tensor) {
+  if (!tensor.csr || tensor.view.data != nullptr) return;
+  const auto wide = sparse_formats::csr_to_dense(tensor.csr->view());
+  tensor.array.data.assign(wide.begin(), wide.end());
+  tensor.view = TensorView<const double>::matrix(tensor.array.data.data(), tensor.csr->num_rows(),
+                                                 tensor.csr->num_cols());
+}
+
 LoadedTensor load_tensor(const std::string& path, const std::string& flag) {
   LoadedTensor tensor;
   if (is_matrix_market(path)) {
     tensor.csr = load_csr_input(path, flag);
-    const auto wide = sparse_formats::csr_to_dense(tensor.csr->view());
-    tensor.array.data.assign(wide.begin(), wide.end());
     tensor.array.shape = {tensor.csr->num_rows(), tensor.csr->num_cols()};
+    tensor.view = TensorView<const double>::matrix(nullptr, tensor.csr->num_rows(), tensor.csr->num_cols());
+    return tensor;
   } else {
     tensor.array = sparse_formats::read_npy<double>(path);
   }
@@ -209,14 +219,49 @@ void report_inputs(const LoadedTensor& q, const LoadedTensor& k, const LoadedTen
             << '\n';
 }
 
-void run_attention(const AttentionCommand& options) {
-  const LoadedTensor q = load_tensor(options.q, "--q");
-  const LoadedTensor k = load_tensor(options.k, "--k");
-  const LoadedTensor v = load_tensor(options.v, "--v");
-  std::optional<LoadedTensor> d_o;
-  if (!options.d_o.empty()) d_o = load_tensor(options.d_o, "--do");
+// The shapes agree (as the API checks them, but before a CSR input is densified).
+void check_shapes(const LoadedTensor& q, const LoadedTensor& k, const LoadedTensor& v,
+                  const std::optional<LoadedTensor>& d_o) {
   if (q.array.shape.size() != k.array.shape.size() || q.array.shape.size() != v.array.shape.size()) {
     throw UsageError("--q, --k, --v: tensors must all be rank 2 or all rank 4");
+  }
+  auto differ = [](const char* what, const std::string& a, int64_t x, const std::string& b, int64_t y) {
+    if (x != y) throw UsageError(a + " has " + what + " " + std::to_string(x) + ", " + b + " has " + std::to_string(y));
+  };
+  differ("head_dim", "--k", k.view.head_dim(), "--q", q.view.head_dim());
+  differ("seqlen", "--v", v.view.seqlen(), "--k", k.view.seqlen());
+  if (d_o) {
+    differ("seqlen", "--do", d_o->view.seqlen(), "--q", q.view.seqlen());
+    differ("head_dim", "--do", d_o->view.head_dim(), "--v", v.view.head_dim());
+  }
+}
+
+// The scheduled algorithms run in float32: a finite double past its range would become infinity.
+void check_float32_range(const LoadedTensor& tensor, const std::string& flag) {
+  for (size_t i = 0; i < tensor.array.data.size(); ++i) {
+    const double value = tensor.array.data[i];
+    if (std::isfinite(value) && std::abs(value) > static_cast<double>(std::numeric_limits<float>::max())) {
+      throw UsageError(flag + ": element " + std::to_string(i) + " = " + format_real(value, 6) +
+                       " is outside float32's range (the scheduled algorithms run in float32; "
+                       "--algorithm reference runs in float64)");
+    }
+  }
+}
+
+void run_attention(const AttentionCommand& options) {
+  StagedDirectory out(options.out);  // a bad --out fails here, before anything is read or computed
+  LoadedTensor q = load_tensor(options.q, "--q");
+  LoadedTensor k = load_tensor(options.k, "--k");
+  LoadedTensor v = load_tensor(options.v, "--v");
+  std::optional<LoadedTensor> d_o;
+  if (!options.d_o.empty()) d_o = load_tensor(options.d_o, "--do");
+  check_shapes(q, k, v, d_o);
+  if (d_o) densify(*d_o);
+  if (options.algorithm != "reference") {
+    for (const auto& [tensor, flag] : {std::pair<const LoadedTensor*, const char*>{&q, "--q"}, {&k, "--k"}, {&v, "--v"}}) {
+      check_float32_range(*tensor, flag);
+    }
+    if (d_o) check_float32_range(*d_o, "--do");
   }
   const double scale = options.scale.value_or(
       q.view.head_dim() > 0 ? 1.0 / std::sqrt(static_cast<double>(q.view.head_dim())) : 1.0);
@@ -233,6 +278,7 @@ void run_attention(const AttentionCommand& options) {
   reference::ForwardResult forward;
   std::optional<reference::BackwardResult> backward;
   if (options.algorithm == "reference") {
+    for (LoadedTensor* tensor : {&q, &k, &v}) densify(*tensor);
     forward = reference::forward<int64_t>(q.view, k.view, v.view, masks, scale);
     if (d_o) backward = reference::backward<int64_t>(q.view, k.view, v.view, d_o->view, masks, scale);
   } else {
@@ -243,7 +289,6 @@ void run_attention(const AttentionCommand& options) {
     backward = scheduled.backward;
   }
 
-  StagedDirectory out(options.out);
   write_output(out, "o.npy", forward.o, output_shape(q, v.view.head_dim(), false), options.out_dtype);
   write_output(out, "lse.npy", forward.lse, output_shape(q, 0, true), options.out_dtype);
   if (backward) {
@@ -251,7 +296,7 @@ void run_attention(const AttentionCommand& options) {
     write_output(out, "dk.npy", backward->dk, output_shape(k, k.view.head_dim(), false), options.out_dtype);
     write_output(out, "dv.npy", backward->dv, output_shape(v, v.view.head_dim(), false), options.out_dtype);
   }
-  out.commit();
+  out.commit({"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy"});
   std::cout << "wrote " << (backward ? "o, lse, dq, dk, dv" : "o, lse") << " to " << options.out
             << " (algorithm " << options.algorithm << ", scale " << scale << ")\n";
 }

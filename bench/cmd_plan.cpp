@@ -74,7 +74,7 @@ void add_input_flags(CLI::App* cmd, ShapeFlags& flags) {
 
 // The one-head inputs named by --q / --k / --v: those given as CSR from their files, the others
 // dense (zeros: only their shapes matter to a plan or a bound) of the shape the files and flags
-// imply. A shape flag given explicitly must agree with the files.
+// imply; none at all when no file is given. A shape flag given explicitly must agree with the files.
 class PlanInputs {
  public:
   PlanInputs(const ShapeFlags& flags, const CLI::App& cmd) {
@@ -100,6 +100,7 @@ class PlanInputs {
     if (!given(0) && (given(1) || given(2)) && cmd.count("--n") == 0) shape_.seqlen_q = shape_.seqlen_k;
     shape_.head_dim_v = given(2) ? pick(cmd, "--head-dim-v", flags.head_dim_v, cols(2), "--v")
                                  : (cmd.count("--head-dim-v") > 0 && flags.head_dim_v > 0 ? flags.head_dim_v : shape_.head_dim);
+    if (!any()) return;  // a dense plan needs the shape only: no n x d arrays (--n 10000000 stays cheap)
     const int64_t extents[3][2] = {{shape_.seqlen_q, shape_.head_dim}, {shape_.seqlen_k, shape_.head_dim},
                                    {shape_.seqlen_k, shape_.head_dim_v}};
     AttentionInput* slots[3] = {&inputs_.q, &inputs_.k, &inputs_.v};
@@ -280,7 +281,11 @@ void register_plan(CLI::App& app) {
     if (mask.is_full() && !files.any()) {
       print_bound(*bound_flags);
     } else {
-      print_sparse_bound(*bound_flags, shape, mask, files.inputs().z_input());
+      // Dense inputs: Z_input = (seqlen_q + seqlen_k) d / 2.
+      const double z_input = files.any() ? files.inputs().z_input()
+                                         : 0.5 * (static_cast<double>(shape.seqlen_q) + static_cast<double>(shape.seqlen_k)) *
+                                               static_cast<double>(shape.head_dim);
+      print_sparse_bound(*bound_flags, shape, mask, z_input);
     }
   });
 }
