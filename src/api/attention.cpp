@@ -64,6 +64,7 @@ Plan forward(TensorView<const float> q, TensorView<const float> k, TensorView<co
   check_value_dim(where, "o", o.head_dim(), v);
   check_lse(where, lse, q);
   check_masks(where, masks, per_head, q, k);
+  check_outputs_apart(where, {named("o", o), named("lse", lse)}, {named("q", q), named("k", k), named("v", v)});
   check_finite_inputs(where, q, k, v);
   const double scale = resolve_scale(where, options, q.head_dim());
   const int64_t cache_words = resolve_cache(where, options);
@@ -97,6 +98,8 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
   check_gradient(where, "dk", dk, k);
   check_gradient(where, "dv", dv, v);
   check_masks(where, masks, per_head, q, k);
+  check_outputs_apart(where, {named("dq", dq), named("dk", dk), named("dv", dv)},
+                      {named("q", q), named("k", k), named("v", v), named("o", o), named("lse", lse), named("d_o", d_o)});
   check_finite_inputs(where, q, k, v);
   check_finite_backward(where, o, lse, d_o);
   const double scale = resolve_scale(where, options, q.head_dim());

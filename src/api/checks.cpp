@@ -5,7 +5,9 @@
 
 #include <spattn/error.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -140,6 +142,63 @@ void check_finite_backward(const char* where, const TensorView<const float>& o, 
   reference::check_finite(where, "o", o);
   reference::check_finite(where, "lse", lse, /*minus_infinity_allowed=*/true);
   reference::check_finite(where, "d_o", d_o);
+}
+
+namespace {
+
+bool empty(const NamedView& v) {
+  for (const int64_t extent : v.shape) {
+    if (extent == 0) return true;
+  }
+  return v.data == nullptr;
+}
+
+// The bytes [first, last] the view spans.
+std::pair<intptr_t, intptr_t> byte_span(const NamedView& v) {
+  intptr_t low = reinterpret_cast<intptr_t>(v.data), high = low;
+  for (size_t i = 0; i < 4; ++i) {
+    const intptr_t reach = static_cast<intptr_t>((v.shape[i] - 1) * v.stride[i] * v.element_bytes);
+    (reach < 0 ? low : high) += reach;
+  }
+  return {low, high + static_cast<intptr_t>(v.element_bytes) - 1};
+}
+
+bool self_overlapping(const NamedView& v) {
+  std::array<std::pair<int64_t, int64_t>, 4> dims{};  // (|stride|, extent) of dimensions with extent > 1
+  size_t count = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    if (v.shape[i] > 1) dims[count++] = {v.stride[i] < 0 ? -v.stride[i] : v.stride[i], v.shape[i]};
+  }
+  std::sort(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(count));
+  int64_t covered = 0;  // the span, in elements, of the dimensions with smaller strides
+  for (size_t i = 0; i < count; ++i) {
+    if (dims[i].first <= covered) return true;
+    covered += (dims[i].second - 1) * dims[i].first;
+  }
+  return false;
+}
+
+}  // namespace
+
+void check_outputs_apart(const char* where, const std::vector<NamedView>& outputs, const std::vector<NamedView>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const NamedView& out = outputs[i];
+    if (empty(out)) continue;
+    if (self_overlapping(out)) {
+      fail(where, ": ", out.name, "'s strides (", out.stride[0], ", ", out.stride[1], ", ", out.stride[2], ", ",
+           out.stride[3], ") map two of its elements to one address; an output must not overlap itself");
+    }
+    const std::pair<intptr_t, intptr_t> span = byte_span(out);
+    auto apart = [&](const NamedView& other) {
+      if (empty(other)) return;
+      const std::pair<intptr_t, intptr_t> other_span = byte_span(other);
+      if (span.first <= other_span.second && other_span.first <= span.second) {
+        fail(where, ": ", out.name, " shares memory with ", other.name, "; outputs must not overlap each other or an input");
+      }
+    };
+    for (size_t j = i + 1; j < outputs.size(); ++j) apart(outputs[j]);
+    for (const NamedView& input : inputs) apart(input);
+  }
 }
 
 double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim) {

@@ -6,6 +6,7 @@
 #include <spattn/attention.hpp>
 #include <spattn/bounds.hpp>
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -47,6 +48,23 @@ void check_finite_inputs(const char* where, const TensorView<const float>& q, co
                          const TensorView<const float>& v);
 void check_finite_backward(const char* where, const TensorView<const float>& o, const TensorView<const float>& lse,
                            const TensorView<const float>& d_o);
+
+// Outputs must not share memory with themselves (strides that map two elements to one address),
+// with each other or with an input: a call would otherwise read what it already overwrote. A view
+// is self-overlapping unless, its dimensions sorted by |stride|, each |stride| exceeds the span of
+// the smaller ones (sufficient; exotic interleavings that satisfy no such order are refused too).
+struct NamedView {
+  const char* name;
+  const void* data;
+  std::array<int64_t, 4> shape;
+  std::array<int64_t, 4> stride;
+  int64_t element_bytes;
+};
+template <typename T>
+NamedView named(const char* name, const TensorView<T>& t) {
+  return {name, t.data, t.shape, t.stride, static_cast<int64_t>(sizeof(T))};
+}
+void check_outputs_apart(const char* where, const std::vector<NamedView>& outputs, const std::vector<NamedView>& inputs);
 
 double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim);
 int64_t resolve_cache(const char* where, const AttentionOptions& options);

@@ -244,6 +244,7 @@ Plan forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<floa
   check_tensor(where, "o", o, batch, heads, shape.seqlen_q, shape.head_dim_v, "seqlen_q x head_dim_v");
   check_tensor(where, "lse", lse, batch, heads, shape.seqlen_q, 1, "seqlen_q x 1");
   check_masks(where, masks, per_head, inputs, shape);
+  api_detail::check_outputs_apart(where, {api_detail::named("o", o), api_detail::named("lse", lse)}, {});
   const double scale = api_detail::resolve_scale(where, options, shape.head_dim);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
@@ -276,6 +277,9 @@ Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorVi
   check_tensor(where, "dv", dv, batch, kv_heads, n, e, "seqlen_k x head_dim_v (v's shape)");
   check_masks(where, masks, per_head, inputs, shape);
   api_detail::check_finite_backward(where, o, lse, d_o);
+  api_detail::check_outputs_apart(
+      where, {api_detail::named("dq", dq), api_detail::named("dk", dk), api_detail::named("dv", dv)},
+      {api_detail::named("o", o), api_detail::named("lse", lse), api_detail::named("d_o", d_o)});
   const double scale = api_detail::resolve_scale(where, options, d);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
