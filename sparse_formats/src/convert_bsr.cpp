@@ -4,7 +4,9 @@
 // CSR -> BSR is one pass per block row: the block columns its entries touch are collected in a
 // BlockColumnSet (a scratch of num_block_cols ranks), sorted, and then each entry is placed in its
 // block by rank. O(nnz log + rows + num_block_cols) time; nothing of size num_rows * num_cols is
-// ever allocated, so 131072^2 masks convert in O(nnz).
+// ever allocated, so 131072^2 masks convert in O(nnz). What the block sizes alone size (partial
+// bits, block values) and, for BSR -> CSR, the element rows and full blocks' entries, which the
+// input's arrays do not bound, are allocated checked (format_internal.hpp).
 #include <algorithm>
 #include <cstdint>
 #include <sparse_formats/convert.hpp>
@@ -101,9 +103,19 @@ BsrMask<Index> csr_to_bsr_mask(const CsrPatternView<Index>& pattern, int64_t blo
           mask.kind.push_back(full ? BlockKind::full : BlockKind::partial);
           int64_t slot = -1;
           if (!full) {
+            // words comes from the block sizes alone: one entry in a 2^20 x 2^20 block asks for
+            // 2^34 words, so the growth is checked against the allocation limit.
             slot = static_cast<int64_t>(mask.partial_bits.size()) / words;
-            internal::checked_mul(context, "num_partial", slot + 1, "words_per_block", words);
-            mask.partial_bits.resize(mask.partial_bits.size() + to_size(words), 0);
+            const int64_t total =
+                internal::checked_mul(context, "num_partial", slot + 1, "words_per_block", words);
+            internal::resize_checked(
+                mask.partial_bits, total, context,
+                [&] {
+                  return detail::concat("partial_bits (num_partial * words_per_block = ", slot + 1,
+                                        " * ", words, " words, block_m * block_n = ", block_m,
+                                        " * ", block_n, ")");
+                },
+                uint64_t{0});
           }
           mask.partial_slot.push_back(slot);
           count[to_size(q)] = slot;
@@ -135,6 +147,7 @@ CsrPattern<Index> bsr_mask_to_csr(const BsrMask<Index>& mask) {
       const RowRange rows = rows_of(block_row, blocks.block_m, blocks.num_rows);
       const int64_t begin = blocks.block_row_ptr[to_size(block_row)];
       const int64_t end = blocks.block_row_ptr[to_size(block_row + 1)];
+      if (begin == end) continue;  // not a step per element row of an empty block row
       for (int64_t r = rows.begin; r < rows.end; ++r) {
         for (int64_t b = begin; b < end; ++b) {
           const int64_t col0 = static_cast<int64_t>(blocks.block_col_idx[to_size(b)]) * block_n;
@@ -154,7 +167,10 @@ CsrPattern<Index> bsr_mask_to_csr(const BsrMask<Index>& mask) {
   int64_t nnz = 0;
   for_each_element([&](int64_t, int64_t) { ++nnz; });
   internal::check_fits<Index>(context, "nnz", nnz);
-  CsrPattern<Index> out = CsrPattern<Index>::empty(blocks.num_rows, blocks.num_cols);
+  // num_rows and the full blocks' areas are not bounded by the input's arrays: checked.
+  CsrPattern<Index> out = internal::empty_pattern<Index>(context, blocks.num_rows, blocks.num_cols);
+  internal::check_allocation<Index>(
+      context, [&] { return detail::concat("col_idx (nnz = ", nnz, ")"); }, nnz);
   out.col_idx.reserve(to_size(nnz));
   for_each_element([&](int64_t r, int64_t c) {
     out.col_idx.push_back(static_cast<Index>(c));
@@ -181,9 +197,15 @@ BsrMatrix<Index, Value> csr_to_bsr(const CsrMatrixView<Index, Value>& csr, int64
       context, p, block_m, block_n,
       [&](int64_t, RowRange rows, int64_t first_block, const BlockColumnSet& set) {
         const int64_t num_blocks = first_block + set.size();
-        bsr.values.resize(to_size(internal::checked_mul(context, "num_blocks", num_blocks,
-                                                        "block_m * block_n", area)),
-                          Value{0});
+        internal::resize_checked(
+            bsr.values,
+            internal::checked_mul(context, "num_blocks", num_blocks, "block_m * block_n", area),
+            context,
+            [&] {
+              return detail::concat("values (num_blocks * block_m * block_n = ", num_blocks, " * ",
+                                    block_m, " * ", block_n, ")");
+            },
+            Value{0});
         for (int64_t r = rows.begin; r < rows.end; ++r) {
           for (int64_t k = p.row_begin(r); k < p.row_end(r); ++k) {
             const int64_t col = p.col_idx[k];
@@ -210,6 +232,7 @@ CsrMatrix<Index, Value> bsr_to_csr(const BsrMatrix<Index, Value>& bsr) {
       const RowRange rows = rows_of(block_row, blocks.block_m, blocks.num_rows);
       const int64_t begin = blocks.block_row_ptr[to_size(block_row)];
       const int64_t end = blocks.block_row_ptr[to_size(block_row + 1)];
+      if (begin == end) continue;  // not a step per element row of an empty block row
       for (int64_t r = rows.begin; r < rows.end; ++r) {
         for (int64_t b = begin; b < end; ++b) {
           const int64_t col0 = static_cast<int64_t>(blocks.block_col_idx[to_size(b)]) * block_n;
@@ -226,7 +249,7 @@ CsrMatrix<Index, Value> bsr_to_csr(const BsrMatrix<Index, Value>& bsr) {
   for_each_nonzero([&](int64_t, int64_t, Value) { ++nnz; });
   internal::check_fits<Index>(context, "nnz", nnz);
   CsrMatrix<Index, Value> out;
-  out.pattern = CsrPattern<Index>::empty(blocks.num_rows, blocks.num_cols);
+  out.pattern = internal::empty_pattern<Index>(context, blocks.num_rows, blocks.num_cols);
   out.pattern.col_idx.reserve(to_size(nnz));
   out.values.reserve(to_size(nnz));
   for_each_nonzero([&](int64_t r, int64_t c, Value v) {

@@ -2,7 +2,9 @@
 //
 // A stable counting sort by row, then a stable sort by column within each row: O(nnz log nnz +
 // rows) time, O(nnz + rows) memory. Stability keeps the input order among duplicates, which is
-// what the `last` policy and a deterministic `sum` need.
+// what the `last` policy and a deterministic `sum` need. Besides the input-sized sort order, the
+// only arrays sized by the shape are the row counts and the result's row offsets (num_rows + 1
+// each, the shape the caller asked for), allocated checked (format_internal.hpp).
 #include <algorithm>
 #include <cstdint>
 #include <sparse_formats/convert.hpp>
@@ -32,12 +34,18 @@ std::vector<int64_t> sorted_order(const char* context, int64_t num_rows, int64_t
            ") is out of range for a ", num_rows, " x ", num_cols, " matrix");
     }
   }
-  std::vector<int64_t> row_start(to_size(num_rows) + 1, 0);  // (num_rows + 1)
+  const auto what = [&] {
+    return detail::concat("row counts (num_rows + 1 = ", static_cast<uint64_t>(num_rows) + 1, ")");
+  };
+  std::vector<int64_t> row_start =  // (num_rows + 1)
+      internal::allocate<int64_t>(context, what, internal::saturating_plus_one(num_rows));
   for (const int64_t r : rows) ++row_start[to_size(r) + 1];
   for (int64_t r = 0; r < num_rows; ++r) row_start[to_size(r + 1)] += row_start[to_size(r)];
   std::vector<int64_t> order(to_size(count));  // (count)
-  std::vector<int64_t> next(row_start.begin(), row_start.end() - 1);
-  for (int64_t k = 0; k < count; ++k) order[to_size(next[to_size(rows[to_size(k)])]++)] = k;
+  // row_start[r] as row r's cursor ends at row r + 1's start; shifting up by one restores it.
+  for (int64_t k = 0; k < count; ++k) order[to_size(row_start[to_size(rows[to_size(k)])]++)] = k;
+  for (int64_t r = num_rows; r > 0; --r) row_start[to_size(r)] = row_start[to_size(r - 1)];
+  row_start[0] = 0;
   for (int64_t r = 0; r < num_rows; ++r) {
     std::stable_sort(order.begin() + row_start[to_size(r)],
                      order.begin() + row_start[to_size(r + 1)],
@@ -52,7 +60,7 @@ template <typename Index, typename Start, typename Repeat>
 CsrPattern<Index> merge_sorted(const char* context, int64_t num_rows, int64_t num_cols,
                                const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
                                const std::vector<int64_t>& order, Start&& start, Repeat&& repeat) {
-  CsrPattern<Index> pattern = CsrPattern<Index>::empty(num_rows, num_cols);
+  CsrPattern<Index> pattern = internal::empty_pattern<Index>(context, num_rows, num_cols);
   // Distinct pairs first, so that an nnz too large for Index throws before anything is built.
   int64_t nnz = 0;
   for (std::size_t i = 0; i < order.size(); ++i) {

@@ -33,7 +33,8 @@ CsrPattern<Index> nonzero_structure(const char* context, const Value* dense, int
   for (int64_t i = 0; i < size; ++i) nnz += dense[i] != Value{0} ? 1 : 0;
   internal::check_fits<Index>(context, "nnz", nnz);
 
-  CsrPattern<Index> pattern = CsrPattern<Index>::empty(num_rows, num_cols);
+  // With num_cols = 0 the dense input is empty however large num_rows is: allocate it checked.
+  CsrPattern<Index> pattern = internal::empty_pattern<Index>(context, num_rows, num_cols);
   pattern.col_idx.reserve(to_size(nnz));
   for (int64_t r = 0; r < num_rows; ++r) {
     const Value* row = dense + r * num_cols;
@@ -45,6 +46,17 @@ CsrPattern<Index> nonzero_structure(const char* context, const Value* dense, int
     pattern.row_ptr[to_size(r + 1)] = static_cast<Index>(pattern.col_idx.size());
   }
   return pattern;
+}
+
+// A zero num_rows x num_cols grid: sized by the shape alone (a pattern with one entry can ask for
+// any), so allocated checked.
+template <typename Value>
+std::vector<Value> allocate_dense(const char* context, int64_t num_rows, int64_t num_cols) {
+  const int64_t size = internal::checked_mul(context, "num_rows", num_rows, "num_cols", num_cols);
+  const auto what = [&] {
+    return detail::concat("dense (num_rows * num_cols = ", num_rows, " * ", num_cols, ")");
+  };
+  return internal::allocate<Value>(context, what, size, Value{0});
 }
 
 }  // namespace
@@ -68,9 +80,7 @@ std::vector<Value> csr_to_dense(const CsrMatrixView<Index, Value>& csr) {
   const CsrPatternView<Index>& p = csr.pattern;
   internal::check_view("csr_to_dense", p);
   if (p.nnz() > 0 && csr.values == nullptr) fail("csr_to_dense: values is null");
-  std::vector<Value> dense(to_size(internal::checked_mul("csr_to_dense", "num_rows", p.num_rows,
-                                                         "num_cols", p.num_cols)),
-                           Value{0});
+  std::vector<Value> dense = allocate_dense<Value>("csr_to_dense", p.num_rows, p.num_cols);
   for (int64_t r = 0; r < p.num_rows; ++r) {
     for (int64_t k = p.row_begin(r); k < p.row_end(r); ++k) {
       dense[to_size(r * p.num_cols + p.col_idx[k])] = csr.values[k];
@@ -82,10 +92,8 @@ std::vector<Value> csr_to_dense(const CsrMatrixView<Index, Value>& csr) {
 template <typename Index>
 std::vector<uint8_t> csr_pattern_to_dense(const CsrPatternView<Index>& pattern) {
   internal::check_view("csr_pattern_to_dense", pattern);
-  std::vector<uint8_t> dense(
-      to_size(internal::checked_mul("csr_pattern_to_dense", "num_rows", pattern.num_rows,
-                                    "num_cols", pattern.num_cols)),
-      uint8_t{0});
+  std::vector<uint8_t> dense =
+      allocate_dense<uint8_t>("csr_pattern_to_dense", pattern.num_rows, pattern.num_cols);
   for (int64_t r = 0; r < pattern.num_rows; ++r) {
     for (int64_t k = pattern.row_begin(r); k < pattern.row_end(r); ++k) {
       dense[to_size(r * pattern.num_cols + pattern.col_idx[k])] = 1;

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <new>
 #include <sparse_formats/bsr.hpp>
 #include <sparse_formats/csr.hpp>
 #include <sparse_formats/error.hpp>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -131,6 +133,87 @@ void check_matrix_sizes(const std::string& context, const BsrMatrix<Index, Value
 }
 
 inline std::size_t to_size(int64_t n) { return static_cast<std::size_t>(n); }
+
+// ---- allocations sized by a shape ---------------------------------------------------------------
+// Most allocations here are sized by what the input holds (its entries, blocks, values). Some are
+// sized by a shape or block size alone (num_rows + 1 row offsets of a result with few entries,
+// num_rows * num_cols of a dense result, block_m * block_n bits of a partial block): those go
+// through allocate / resize_checked, so that a shape the machine cannot hold is a FormatError
+// naming the argument, the size asked for and the limit, not a bare std::bad_alloc.
+
+// The limit: this machine's physical memory (or INT64_MAX where it cannot be queried). Past it an
+// allocation can only fail, or, with overcommit, get the process killed while it is filled.
+int64_t memory_limit_bytes();
+
+// "<count> x <item_bytes> bytes = <product> bytes" ("more than 2^63 bytes" where it overflows).
+std::string bytes_text(int64_t count, int64_t item_bytes);
+
+// `what` names the array and the argument its size comes from, e.g. "row_ptr (num_cols + 1 =
+// 4097 offsets)": a string, or a callable returning one, called only to build an error (the
+// checks run per block in some conversions, where formatting every time would cost more than the
+// conversion).
+template <typename What>
+std::string describe(const What& what) {
+  if constexpr (std::is_invocable_v<const What&>) {
+    return what();
+  } else {
+    return std::string(what);
+  }
+}
+
+template <typename T, typename What>
+[[noreturn]] void fail_allocation(std::string_view context, const What& what, int64_t count,
+                                  const char* why) {
+  fail(context, ": ", describe(what), " needs ", bytes_text(count, static_cast<int64_t>(sizeof(T))),
+       ", ", why, " the limit of ", memory_limit_bytes(), " bytes (physical memory)");
+}
+
+// Throws unless `count` values of T (count >= 0) fit the limit.
+template <typename T, typename What>
+void check_allocation(std::string_view context, const What& what, int64_t count) {
+  if (count > memory_limit_bytes() / static_cast<int64_t>(sizeof(T))) {
+    fail_allocation<T>(context, what, count, "more than");
+  }
+}
+
+// `vector.resize(count, value)` after check_allocation; an allocator failure below the limit is
+// reported the same way.
+template <typename T, typename What>
+void resize_checked(std::vector<T>& vector, int64_t count, std::string_view context,
+                    const What& what, T value = T{}) {
+  check_allocation<T>(context, what, count);
+  try {
+    vector.resize(to_size(count), value);
+  } catch (const std::bad_alloc&) {
+    fail_allocation<T>(context, what, count, "which the allocator refused (std::bad_alloc) below");
+  }
+}
+
+template <typename T, typename What>
+std::vector<T> allocate(std::string_view context, const What& what, int64_t count, T value = T{}) {
+  std::vector<T> vector;
+  resize_checked(vector, count, context, what, value);
+  return vector;
+}
+
+// n + 1 for a count n >= 0, INT64_MAX for INT64_MAX (a legal int64 extent; its n + 1 offsets are
+// refused by the allocation check all the same, and the messages print n + 1 as uint64_t).
+inline int64_t saturating_plus_one(int64_t n) {
+  return n < std::numeric_limits<int64_t>::max() ? n + 1 : n;
+}
+
+// CsrPattern<Index>::empty(num_rows, num_cols) with its row offsets allocated as above; `rows`
+// names where num_rows came from ("num_rows", or "num_cols" for a transpose).
+template <typename Index>
+CsrPattern<Index> empty_pattern(std::string_view context, int64_t num_rows, int64_t num_cols,
+                                const char* rows = "num_rows") {
+  const auto what = [&] {
+    return detail::concat("row_ptr (", rows, " + 1 = ", static_cast<uint64_t>(num_rows) + 1,
+                          " offsets)");
+  };
+  return CsrPattern<Index>(num_rows, num_cols,
+                           allocate<Index>(context, what, saturating_plus_one(num_rows)), {});
+}
 
 template <typename Value>
 bool is_finite(Value v) {

@@ -62,6 +62,13 @@ MaskStats mask_stats(const BsrMask<Index>& mask) {
     const int64_t begin = blocks.block_row_ptr[to_size(block_row)];
     const int64_t end = blocks.block_row_ptr[to_size(block_row + 1)];
     stats.empty_block_rows += begin == end ? 1 : 0;
+    // rows_in is min(block_m, rows left): a block size or shape, not an input array's length.
+    internal::check_allocation<int64_t>(
+        "mask_stats",
+        [&] {
+          return detail::concat("row_length (rows of block row ", block_row, " = ", rows_in, ")");
+        },
+        rows_in);
     row_length.assign(to_size(rows_in), 0);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t col0 = static_cast<int64_t>(blocks.block_col_idx[to_size(b)]) * block_n;

@@ -1,9 +1,11 @@
 // Matrix Market reading: banner, size line, entries; COO -> CSR done here (sort by (row, col))
-// so this file depends on no other conversion code. Writers are in matrix_market_write.cpp.
+// so this file depends on no other conversion code. read_mask_mtx / read_csr_mtx are in
+// matrix_market_csr.cpp, the writers in matrix_market_write.cpp.
 #include <sparse_formats/matrix_market.hpp>
 
 #include <sparse_formats/error.hpp>
 
+#include "format_internal.hpp"
 #include "matrix_market_lines.hpp"
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include <limits>
 #include <string_view>
 #include <system_error>
-#include <type_traits>
 
 namespace sparse_formats {
 namespace {
@@ -96,10 +97,38 @@ void sort_entries(std::vector<Entry>& entries) {
   });
 }
 
+// Adds the duplicate `next` into `merged`. Each value read is finite (and, in an integer field, an
+// exact integer within +-2^53), but their sum need not be: 1e308 + 1e308 is Inf, 2^53 + 1 has no
+// double. Such a sum is refused like a value read as it would be, naming both lines.
+void add_duplicate(Entry& merged, const Entry& next, int64_t first_line, int64_t count, Field field,
+                   const std::string& source) {
+  std::string refused;
+  if (field == Field::integer) {
+    // Both addends lie within +-2^53, so they are exact as int64 and their sum cannot overflow.
+    const int64_t sum = static_cast<int64_t>(merged.value) + static_cast<int64_t>(next.value);
+    merged.value = static_cast<double>(sum);
+    if (sum > kMaxExactInteger || sum < -kMaxExactInteger) {
+      refused = detail::concat(sum, ", beyond +-2^53 where an integer field has no exact double");
+    }
+  } else {
+    merged.value += next.value;
+    if (!std::isfinite(merged.value)) {
+      refused = detail::concat(merged.value, ", which is not finite (duplicates are summed; NaN / ",
+                               "Inf are not allowed)");
+    }
+  }
+  if (refused.empty()) return;
+  fail(source, ":", next.line, ": duplicate entries (", merged.row + 1, ", ", merged.col + 1,
+       ") at lines ", first_line, " and ", next.line,
+       count > 2 ? detail::concat(" (", count, " entries)") : std::string(), " sum to ", refused);
+}
+
 // Sorted entries -> one entry per (row, col), following the policy.
-void merge_duplicates(std::vector<Entry>& entries, DuplicatePolicy duplicates, bool is_pattern,
+void merge_duplicates(std::vector<Entry>& entries, DuplicatePolicy duplicates, Field field,
                       const std::string& source) {
   std::size_t kept = 0;
+  int64_t first_line = 0;  // where the kept entry's (row, col) first appeared
+  int64_t count = 1;       // how many entries the kept one merges
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (kept > 0 && entries[kept - 1].row == entries[i].row &&
         entries[kept - 1].col == entries[i].col) {
@@ -108,23 +137,26 @@ void merge_duplicates(std::vector<Entry>& entries, DuplicatePolicy duplicates, b
         fail(source, ":", entries[i].line, ": duplicate entry (", first.row + 1, ", ",
              first.col + 1, "), first given at line ", first.line);
       }
+      ++count;
       if (duplicates == DuplicatePolicy::last) {
         first.value = entries[i].value;
-      } else if (!is_pattern) {
-        first.value += entries[i].value;
+      } else if (field != Field::pattern) {
+        add_duplicate(first, entries[i], first_line, count, field, source);
       }
       first.line = entries[i].line;
       continue;
     }
+    first_line = entries[i].line;
+    count = 1;
     entries[kept++] = entries[i];
   }
   entries.resize(kept);
 }
 
 CsrMatrix<int64_t, double> entries_to_csr(const std::vector<Entry>& sorted, int64_t num_rows,
-                                          int64_t num_cols) {
+                                          int64_t num_cols, const std::string& source) {
   CsrMatrix<int64_t, double> csr;
-  csr.pattern = CsrPattern<int64_t>::empty(num_rows, num_cols);
+  csr.pattern = internal::empty_pattern<int64_t>(source, num_rows, num_cols);
   csr.pattern.col_idx.reserve(sorted.size());
   csr.values.reserve(sorted.size());
   for (const Entry& entry : sorted) {
@@ -139,7 +171,8 @@ CsrMatrix<int64_t, double> entries_to_csr(const std::vector<Entry>& sorted, int6
 }
 
 void read_coordinate(LineReader& lines, const Banner& banner, MatrixMarketData& data,
-                     DuplicatePolicy duplicates, const std::string& source) {
+                     DuplicatePolicy duplicates, const ReadLimits& limits,
+                     const std::string& source) {
   const auto& size_tokens = lines.tokens();
   if (size_tokens.size() != 3) {
     lines.error("bad size line: expected '<rows> <cols> <entries>', found ", size_tokens.size(),
@@ -152,6 +185,8 @@ void read_coordinate(LineReader& lines, const Banner& banner, MatrixMarketData& 
     lines.error("bad size line: negative size (rows ", data.num_rows, ", cols ", data.num_cols,
                 ", entries ", declared, ")");
   }
+  check_expected_shape(lines, data.num_rows, data.num_cols, limits);
+  const int64_t size_line = lines.line_number();
   if (banner.symmetric) {
     if (data.num_rows != data.num_cols) {
       lines.error("symmetric matrix must be square, found ", data.num_rows, " x ", data.num_cols);
@@ -204,9 +239,13 @@ void read_coordinate(LineReader& lines, const Banner& banner, MatrixMarketData& 
   if (lines.next_content_line()) {
     lines.error("too many entries: the size line declares ", declared, ", found more");
   }
+  // Nothing so far was sized by the declared shape (entries are stored as read); the CSR row
+  // offsets will be. The limit is checked here rather than on the size line so that errors in
+  // the entries, which say more about a malformed file, keep coming first.
+  check_row_limit(source, size_line, data.num_rows, limits);
 
   sort_entries(entries);
-  merge_duplicates(entries, duplicates, !has_value, source);
+  merge_duplicates(entries, duplicates, banner.field, source);
   if (banner.symmetric) {
     const std::size_t stored = entries.size();
     for (std::size_t i = 0; i < stored; ++i) {
@@ -216,10 +255,11 @@ void read_coordinate(LineReader& lines, const Banner& banner, MatrixMarketData& 
     }
     sort_entries(entries);
   }
-  data.csr = entries_to_csr(entries, data.num_rows, data.num_cols);
+  data.csr = entries_to_csr(entries, data.num_rows, data.num_cols, source);
 }
 
-void read_array(LineReader& lines, const Banner& banner, MatrixMarketData& data) {
+void read_array(LineReader& lines, const Banner& banner, MatrixMarketData& data,
+                const ReadLimits& limits, const std::string& source) {
   const auto& size_tokens = lines.tokens();
   if (size_tokens.size() != 2) {
     lines.error("bad size line: expected '<rows> <cols>' for an array file, found ",
@@ -231,6 +271,8 @@ void read_array(LineReader& lines, const Banner& banner, MatrixMarketData& data)
     lines.error("bad size line: negative size (rows ", data.num_rows, ", cols ", data.num_cols,
                 ")");
   }
+  check_expected_shape(lines, data.num_rows, data.num_cols, limits);
+  const int64_t size_line = lines.line_number();
   if (product_exceeds(data.num_rows, data.num_cols, kInt64Max)) {
     lines.error("rows * cols = ", data.num_rows, " * ", data.num_cols, " overflows int64");
   }
@@ -251,72 +293,23 @@ void read_array(LineReader& lines, const Banner& banner, MatrixMarketData& data)
   if (lines.next_content_line()) {
     lines.error("too many entries: the size line declares ", count, ", found more");
   }
+  // The values are all here; the CSR of read_mask_mtx / read_csr_mtx has num_rows + 1 offsets.
+  check_row_limit(source, size_line, data.num_rows, limits);
+  // One step per value read, not per declared column: with no rows (or no columns) the other
+  // extent may be anything up to INT64_MAX and there is nothing to move.
   data.dense.resize(column_major.size());
   const auto rows = static_cast<std::size_t>(data.num_rows);
   const auto cols = static_cast<std::size_t>(data.num_cols);
-  for (std::size_t col = 0; col < cols; ++col) {
-    for (std::size_t row = 0; row < rows; ++row) {
-      data.dense[row * cols + col] = column_major[col * rows + row];
-    }
-  }
-}
-
-template <typename Index>
-void check_fits(const MatrixMarketData& data, int64_t nnz, const std::string& path) {
-  const auto limit = static_cast<int64_t>(std::numeric_limits<Index>::max());
-  if (data.num_rows > limit || data.num_cols > limit || nnz > limit) {
-    fail(path, ": ", data.num_rows, " x ", data.num_cols, " matrix with ", nnz,
-         " entries does not fit a ", sizeof(Index) * 8, "-bit index type");
-  }
-}
-
-// The nonzeros of a dense row-major matrix, as CSR.
-template <typename Index>
-CsrMatrix<Index, double> dense_nonzeros(const MatrixMarketData& data, const std::string& path) {
-  const auto nnz = static_cast<int64_t>(
-      std::count_if(data.dense.begin(), data.dense.end(), [](double v) { return v != 0.0; }));
-  check_fits<Index>(data, nnz, path);
-  CsrMatrix<Index, double> csr;
-  csr.pattern = CsrPattern<Index>::empty(data.num_rows, data.num_cols);
-  for (int64_t row = 0; row < data.num_rows; ++row) {
-    for (int64_t col = 0; col < data.num_cols; ++col) {
-      const double value = data.dense[static_cast<std::size_t>(row * data.num_cols + col)];
-      if (value == 0.0) continue;
-      csr.pattern.col_idx.push_back(static_cast<Index>(col));
-      csr.values.push_back(value);
-    }
-    csr.pattern.row_ptr[static_cast<std::size_t>(row) + 1] =
-        static_cast<Index>(csr.pattern.col_idx.size());
-  }
-  return csr;
-}
-
-template <typename Index>
-CsrMatrix<Index, double> read_as_csr(const std::string& path, DuplicatePolicy duplicates) {
-  MatrixMarketData data = read_matrix_market_file(path, duplicates);
-  if (data.is_dense) return dense_nonzeros<Index>(data, path);
-  check_fits<Index>(data, data.csr.nnz(), path);
-  if constexpr (std::is_same_v<Index, int64_t>) {
-    return std::move(data.csr);
-  } else {
-    const auto& source = data.csr.pattern;
-    CsrMatrix<Index, double> csr;
-    csr.pattern = CsrPattern<Index>(source.num_rows, source.num_cols,
-                                    std::vector<Index>(source.row_ptr.size()),
-                                    std::vector<Index>(source.col_idx.size()));
-    std::transform(source.row_ptr.begin(), source.row_ptr.end(), csr.pattern.row_ptr.begin(),
-                   [](int64_t v) { return static_cast<Index>(v); });
-    std::transform(source.col_idx.begin(), source.col_idx.end(), csr.pattern.col_idx.begin(),
-                   [](int64_t v) { return static_cast<Index>(v); });
-    csr.values = std::move(data.csr.values);
-    return csr;
+  for (std::size_t k = 0; k < column_major.size(); ++k) {
+    data.dense[(k % rows) * cols + k / rows] = column_major[k];
   }
 }
 
 }  // namespace
 
 MatrixMarketData read_matrix_market(std::istream& in, const std::string& source_name,
-                                    DuplicatePolicy duplicates) {
+                                    DuplicatePolicy duplicates, const ReadLimits& limits) {
+  check_limits(source_name, limits);
   LineReader lines(in, source_name);
   const Banner banner = read_banner(lines);
   if (!lines.next_content_line()) lines.error("missing size line (file ends after the banner)");
@@ -325,32 +318,18 @@ MatrixMarketData read_matrix_market(std::istream& in, const std::string& source_
   data.is_dense = !banner.coordinate;
   data.is_symmetric = banner.symmetric;
   if (banner.coordinate) {
-    read_coordinate(lines, banner, data, duplicates, source_name);
+    read_coordinate(lines, banner, data, duplicates, limits, source_name);
   } else {
-    read_array(lines, banner, data);
+    read_array(lines, banner, data, limits, source_name);
   }
   return data;
 }
 
-MatrixMarketData read_matrix_market_file(const std::string& path, DuplicatePolicy duplicates) {
+MatrixMarketData read_matrix_market_file(const std::string& path, DuplicatePolicy duplicates,
+                                         const ReadLimits& limits) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open for reading");
-  return read_matrix_market(in, path, duplicates);
+  return read_matrix_market(in, path, duplicates, limits);
 }
-
-template <typename Index>
-CsrPattern<Index> read_mask_mtx(const std::string& path) {
-  return read_as_csr<Index>(path, DuplicatePolicy::sum).pattern;
-}
-
-template <typename Index>
-CsrMatrix<Index, double> read_csr_mtx(const std::string& path) {
-  return read_as_csr<Index>(path, DuplicatePolicy::sum);
-}
-
-template CsrPattern<int32_t> read_mask_mtx<int32_t>(const std::string&);
-template CsrPattern<int64_t> read_mask_mtx<int64_t>(const std::string&);
-template CsrMatrix<int32_t, double> read_csr_mtx<int32_t>(const std::string&);
-template CsrMatrix<int64_t, double> read_csr_mtx<int64_t>(const std::string&);
 
 }  // namespace sparse_formats

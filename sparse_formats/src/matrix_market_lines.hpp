@@ -1,8 +1,10 @@
 // Reading a Matrix Market file line by line: the lines with their numbers and the errors that name
-// them, and the tokens' parsers (matrix_market.cpp reads the format with these).
+// them, the tokens' parsers and the size line's checks against the caller's ReadLimits
+// (matrix_market.cpp reads the format with these).
 #pragma once
 
 #include <sparse_formats/error.hpp>
+#include <sparse_formats/read_limits.hpp>
 
 #include <cctype>
 #include <cstdint>
@@ -71,7 +73,21 @@ std::string lowercase(std::string_view text);
 std::string_view strip_plus(std::string_view token);
 // The token as an int64; errors name `what`, the token and the line.
 int64_t parse_int64(const LineReader& lines, std::string_view token, const char* what);
-// Entry `entry`'s value (an integer field's as a double): finite, or an error naming the entry.
+// Every integer of magnitude up to 2^53 is exactly a double; beyond, neighbours round together.
+constexpr int64_t kMaxExactInteger = int64_t{1} << 53;
+
+// Entry `entry`'s value (an integer field's as a double): finite, or an error naming the entry;
+// an integer field's value must lie within +-kMaxExactInteger.
 double parse_value(const LineReader& lines, std::string_view token, bool integer_field, int64_t entry);
+
+// The limits themselves: max_rows >= 0, expected extents >= 0 or kAnyExtent.
+void check_limits(const std::string& source, const ReadLimits& limits);
+// On the size line, before anything is allocated: each expected extent equals the declared one.
+void check_expected_shape(const LineReader& lines, int64_t rows, int64_t cols,
+                          const ReadLimits& limits);
+// A row count that is not expected is at most limits.max_rows; the error names the size line
+// `size_line`. Called before the first allocation sized by the row count.
+void check_row_limit(const std::string& source, int64_t size_line, int64_t rows,
+                     const ReadLimits& limits);
 
 }  // namespace sparse_formats::mtx_detail

@@ -5,6 +5,7 @@
 #include <sparse_formats/error.hpp>
 
 #include "atomic_file.hpp"
+#include "format_internal.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -48,8 +49,8 @@ int64_t element_count(const std::vector<int64_t>& shape, int64_t item_bytes,
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) fail(where, ": shape ", shape_text(shape), " has a negative dimension ", i);
     if (shape[i] > 0 && count > kInt64Max / item_bytes / shape[i]) {
-      fail(where, ": shape ", shape_text(shape),
-           " has too many elements (the byte count overflows)");
+      fail(where, ": shape ", shape_text(shape), " has too many elements (their byte count at ",
+           item_bytes, " bytes each overflows int64, the limit of any file's size)");
     }
     count *= shape[i];
   }
@@ -205,6 +206,23 @@ class HeaderParser {
   std::size_t pos_ = 0;
 };
 
+// The header's shape against the caller's expectation: same rank, same extents except where
+// kAnyExtent is expected.
+void check_expected_shape(const std::vector<int64_t>& shape, const NpyReadLimits& limits,
+                          const std::string& source) {
+  if (!limits.expected_shape) return;
+  const std::vector<int64_t>& expected = *limits.expected_shape;
+  bool matches = shape.size() == expected.size();
+  for (std::size_t i = 0; matches && i < shape.size(); ++i) {
+    matches = expected[i] == kAnyExtent || expected[i] == shape[i];
+  }
+  if (!matches) {
+    fail(source, ": .npy header field 'shape' = ", shape_text(shape),
+         " does not match the expected ", shape_text(expected),
+         " (NpyReadLimits::expected_shape; -1 = any extent)");
+  }
+}
+
 uint64_t little_endian_bits(const unsigned char* bytes, std::size_t count) {
   uint64_t bits = 0;
   for (std::size_t i = 0; i < count; ++i) bits |= static_cast<uint64_t>(bytes[i]) << (8 * i);
@@ -243,7 +261,8 @@ void encode(T value, unsigned char* bytes) {
 }  // namespace
 
 template <typename T>
-NpyArrayT<T> read_npy(std::istream& in, const std::string& source_name) {
+NpyArrayT<T> read_npy(std::istream& in, const std::string& source_name,
+                      const NpyReadLimits& limits) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "read_npy: float or double");
   const std::string& source = source_name;
   const auto start = in.tellg();
@@ -284,6 +303,7 @@ NpyArrayT<T> read_npy(std::istream& in, const std::string& source_name) {
     fail(source, ": .npy header truncated");
   }
   const NpyHeader header = HeaderParser(header_text, source).parse();
+  check_expected_shape(header.shape, limits, source);
   const int64_t count = element_count(header.shape, header.item_bytes, source);
   const int64_t data_bytes = total_bytes - data_start;
   if (data_bytes != count * header.item_bytes) {
@@ -292,9 +312,11 @@ NpyArrayT<T> read_npy(std::istream& in, const std::string& source_name) {
          data_bytes < count * header.item_bytes ? " (file truncated)" : " (trailing bytes)");
   }
 
+  // count is now bounded by the file's size (twice it for '<f4' read as double).
   NpyArrayT<T> array;
   array.shape = header.shape;
-  array.data.resize(static_cast<std::size_t>(count));
+  array.data = internal::allocate<T>(
+      source, [&] { return "data of shape " + shape_text(header.shape); }, count);
   std::vector<unsigned char> chunk(kChunkElements * static_cast<std::size_t>(header.item_bytes));
   for (int64_t first = 0; first < count;) {
     const int64_t n = std::min(count - first, static_cast<int64_t>(kChunkElements));
@@ -312,10 +334,10 @@ NpyArrayT<T> read_npy(std::istream& in, const std::string& source_name) {
 }
 
 template <typename T>
-NpyArrayT<T> read_npy(const std::string& path) {
+NpyArrayT<T> read_npy(const std::string& path, const NpyReadLimits& limits) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open for reading");
-  return read_npy<T>(in, path);
+  return read_npy<T>(in, path, limits);
 }
 
 template <typename T>
@@ -364,10 +386,11 @@ void write_npy(const std::string& path, const T* data, const std::vector<int64_t
   detail::write_file_atomically(path, [&](std::ostream& out) { write_npy(out, data, shape); });
 }
 
-template NpyArrayT<float> read_npy<float>(std::istream&, const std::string&);
-template NpyArrayT<double> read_npy<double>(std::istream&, const std::string&);
-template NpyArrayT<float> read_npy<float>(const std::string&);
-template NpyArrayT<double> read_npy<double>(const std::string&);
+template NpyArrayT<float> read_npy<float>(std::istream&, const std::string&, const NpyReadLimits&);
+template NpyArrayT<double> read_npy<double>(std::istream&, const std::string&,
+                                            const NpyReadLimits&);
+template NpyArrayT<float> read_npy<float>(const std::string&, const NpyReadLimits&);
+template NpyArrayT<double> read_npy<double>(const std::string&, const NpyReadLimits&);
 template void write_npy<float>(std::ostream&, const float*, const std::vector<int64_t>&);
 template void write_npy<double>(std::ostream&, const double*, const std::vector<int64_t>&);
 template void write_npy<float>(const std::string&, const float*, const std::vector<int64_t>&);

@@ -1,5 +1,8 @@
 // Transposes of CSR and BSR structures: a counting sort of the entries by column, O(nnz + cols)
 // time and memory. Reading the rows in order makes each output row's columns come out sorted.
+// The counts and the placement cursors live in the result's own row offsets, so beyond the input
+// only the result is allocated; its num_cols + 1 offsets are sized by the shape, not by the
+// entries, and allocated checked (format_internal.hpp).
 // The BSR transposes run the same sort over blocks and then move whatever each block carries
 // (kind and transposed bits for masks, transposed values for matrices).
 #include <cstdint>
@@ -14,23 +17,27 @@ namespace {
 using internal::to_size;
 
 // The transposed structure; move(source, destination) is called for every entry, where both are
-// positions in the respective col_idx arrays.
+// positions in the respective col_idx arrays. `cols` names in.num_cols in errors.
 template <typename Index, typename Move>
-CsrPattern<Index> transpose_structure(const CsrPatternView<Index>& in, Move&& move) {
+CsrPattern<Index> transpose_structure(const char* context, const char* cols,
+                                      const CsrPatternView<Index>& in, Move&& move) {
   const int64_t nnz = in.nnz();
-  CsrPattern<Index> out = CsrPattern<Index>::empty(in.num_cols, in.num_rows);
+  CsrPattern<Index> out = internal::empty_pattern<Index>(context, in.num_cols, in.num_rows, cols);
   out.col_idx.resize(to_size(nnz));
-  for (int64_t k = 0; k < nnz; ++k) ++out.row_ptr[to_size(in.col_idx[k]) + 1];
-  for (int64_t c = 0; c < in.num_cols; ++c) out.row_ptr[to_size(c + 1)] += out.row_ptr[to_size(c)];
-  // next[c]: where the next entry of column c goes; starts as a copy of the new row_ptr.
-  std::vector<Index> next(out.row_ptr.begin(), out.row_ptr.end() - 1);
+  std::vector<Index>& ptr = out.row_ptr;
+  for (int64_t k = 0; k < nnz; ++k) ++ptr[to_size(in.col_idx[k]) + 1];
+  for (int64_t c = 0; c < in.num_cols; ++c) ptr[to_size(c + 1)] += ptr[to_size(c)];
+  // ptr[c] is column c's start; used as its cursor it ends at column c + 1's start, and shifting
+  // the offsets up by one restores them.
   for (int64_t r = 0; r < in.num_rows; ++r) {
     for (int64_t k = in.row_begin(r); k < in.row_end(r); ++k) {
-      const int64_t destination = next[to_size(in.col_idx[k])]++;
+      const int64_t destination = ptr[to_size(in.col_idx[k])]++;
       out.col_idx[to_size(destination)] = static_cast<Index>(r);
       move(k, destination);
     }
   }
+  for (int64_t c = in.num_cols; c > 0; --c) ptr[to_size(c)] = ptr[to_size(c - 1)];
+  ptr[0] = Index{0};
   return out;
 }
 
@@ -47,7 +54,7 @@ BsrPattern<Index> transpose_blocks(const char* context, const BsrPatternView<Ind
   internal::check_block_sizes(context, in.block_m, in.block_n);
   const CsrPatternView<Index> blocks = blocks_as_csr(in);
   internal::check_view(context, blocks);
-  CsrPattern<Index> transposed = transpose_structure(blocks, move);
+  CsrPattern<Index> transposed = transpose_structure(context, "num_block_cols", blocks, move);
   BsrPattern<Index> out;
   out.num_rows = in.num_cols;
   out.num_cols = in.num_rows;
@@ -63,7 +70,7 @@ BsrPattern<Index> transpose_blocks(const char* context, const BsrPatternView<Ind
 template <typename Index>
 CsrPattern<Index> transpose(const CsrPatternView<Index>& pattern) {
   internal::check_view("transpose", pattern);
-  return transpose_structure(pattern, [](int64_t, int64_t) {});
+  return transpose_structure("transpose", "num_cols", pattern, [](int64_t, int64_t) {});
 }
 
 template <typename Index, typename Value>
@@ -72,9 +79,10 @@ CsrMatrix<Index, Value> transpose(const CsrMatrixView<Index, Value>& csr) {
   if (csr.nnz() > 0 && csr.values == nullptr) fail("transpose: values is null");
   CsrMatrix<Index, Value> out;
   out.values.resize(to_size(csr.nnz()));
-  out.pattern = transpose_structure(csr.pattern, [&](int64_t source, int64_t destination) {
-    out.values[to_size(destination)] = csr.values[source];
-  });
+  out.pattern = transpose_structure("transpose", "num_cols", csr.pattern,
+                                    [&](int64_t source, int64_t destination) {
+                                      out.values[to_size(destination)] = csr.values[source];
+                                    });
   return out;
 }
 

@@ -3,7 +3,12 @@
 // structures (see validate.hpp) from valid inputs and throw FormatError on bad arguments (shapes,
 // block sizes, null pointers, array lengths that disagree, outputs whose nnz overflows Index).
 // Sparse inputs are otherwise trusted: validate() data from outside first. Sparse -> sparse
-// conversions take O(nnz + rows + cols) memory (never num_rows * num_cols).
+// conversions take O(nnz + rows + cols) memory (never num_rows * num_cols): beyond the input,
+// only the result, whose row offsets are sized by the shape. A result array sized by a shape or
+// block size rather than by the input's entries (row offsets, a dense grid, partial-block bits)
+// that exceeds physical memory is a FormatError naming the function, the array, the argument and
+// the size, e.g. "transpose: row_ptr (num_cols + 1 = 1125899906842625 offsets) needs ... bytes,
+// more than the limit of ... bytes (physical memory)", never std::bad_alloc.
 #pragma once
 
 #include <sparse_formats/bsr.hpp>

@@ -19,10 +19,23 @@
 // skew-symmetric, symmetric array, array pattern); a bad size line; negative sizes; counts that
 // overflow int64 or exceed rows * cols (for symmetric files, the lower triangle with diagonal);
 // zero-based or out-of-range indices; non-numeric tokens; wrong token counts; too few or too many
-// entries; NaN / Inf / out-of-range values; integer-field values that are not integers.
-// Memory is reserved from the declared entry count only up to a small cap, so a lying header
-// costs nothing; storage grows with the entries actually present. (The CSR result itself holds
-// num_rows + 1 row offsets: a file declaring more rows than memory allows throws std::bad_alloc.)
+// entries; NaN / Inf / out-of-range values; integer-field values that are not integers or lie
+// beyond +-2^53 (a double holds every integer up to 2^53 exactly, larger ones only rounded);
+// duplicates whose sum is not finite (or, in an integer field, beyond +-2^53), naming both lines.
+// What the reader allocates is bounded by what the file holds or the caller asked for:
+//   - storage is reserved from the declared entry count only up to a small cap, so a lying count
+//     costs nothing; entries are stored as they are read;
+//   - the declared shape is checked against ReadLimits (read_limits.hpp): an expected extent that
+//     differs is refused right after the size line ("mask.mtx:2: row count 1000 does not match
+//     the expected 512 (ReadLimits::expected_rows)"); a row count that is not expected must be at
+//     most limits.max_rows (default 2^24), which is checked once the entries have been read and
+//     before anything sized by it (the CSR's num_rows + 1 row offsets) is allocated: a header
+//     declaring 10^12 rows fails as "<file>:2: row count 1000000000000 exceeds the limit of
+//     16777216 rows (ReadLimits::max_rows; ...)" with no more memory than its entries take. (A
+//     file that is also malformed further on reports that first.) The column count costs the
+//     reader nothing and is bounded only by an expectation. Shapes the caller allows that still
+//     cannot be held (more than physical memory) are FormatErrors naming the size and the limit,
+//     never std::bad_alloc.
 //
 // Write: coordinate pattern general (patterns), coordinate real general (valued CSR, values as
 // %.17g so doubles round-trip exactly), array real general (dense, written column-major as the
@@ -33,6 +46,7 @@
 
 #include <sparse_formats/convert.hpp>  // DuplicatePolicy (the declaration only)
 #include <sparse_formats/csr.hpp>
+#include <sparse_formats/read_limits.hpp>
 
 #include <cstdint>
 #include <iosfwd>
@@ -51,20 +65,24 @@ struct MatrixMarketData {
   std::vector<double> dense;       // array files: (num_rows, num_cols) row-major
 };
 
-// `source_name` is only used in error messages (a file name, or e.g. "<string>").
+// `source_name` is only used in error messages (a file name, or e.g. "<string>"). `limits`
+// bounds the declared shape (see above); pass ReadLimits::shape(rows, cols) when the shape the
+// result must have is known.
 MatrixMarketData read_matrix_market(std::istream& in, const std::string& source_name,
-                                    DuplicatePolicy duplicates = DuplicatePolicy::sum);
+                                    DuplicatePolicy duplicates = DuplicatePolicy::sum,
+                                    const ReadLimits& limits = {});
 MatrixMarketData read_matrix_market_file(const std::string& path,
-                                         DuplicatePolicy duplicates = DuplicatePolicy::sum);
+                                         DuplicatePolicy duplicates = DuplicatePolicy::sum,
+                                         const ReadLimits& limits = {});
 
 // The stored positions of any coordinate file (values ignored, duplicates merged), or the
 // nonzeros of an array file. Index is int32_t or int64_t; throws if the shape or nnz does not fit.
 template <typename Index = int64_t>
-CsrPattern<Index> read_mask_mtx(const std::string& path);
+CsrPattern<Index> read_mask_mtx(const std::string& path, const ReadLimits& limits = {});
 // A coordinate file as CSR (pattern files: values 1.0; duplicates summed), or the nonzeros of an
 // array file. Index is int32_t or int64_t; throws if the shape or nnz does not fit.
 template <typename Index = int64_t>
-CsrMatrix<Index, double> read_csr_mtx(const std::string& path);
+CsrMatrix<Index, double> read_csr_mtx(const std::string& path, const ReadLimits& limits = {});
 
 // Writers. Index is int32_t or int64_t, Value float or double. The view must be a valid CSR
 // (row_ptr starts at 0 and never decreases, columns in [0, num_cols)); values must be finite.

@@ -10,12 +10,19 @@
 // (missing / extra / repeated keys, bad literals), big-endian or other dtypes, structured or
 // object arrays, Fortran order, negative dimensions, a shape whose element or byte count
 // overflows, and a data size that does not match the shape exactly (truncated or trailing bytes).
-// All of this is checked before the data is allocated.
+// All of this is checked before the data is allocated, so what the reader allocates is bounded by
+// the file's size: a 100-byte file declaring shape (1000000000000,) fails as "data is 16 bytes but
+// shape (1000000000000,) of '<f8' needs 8000000000000 bytes (file truncated)". A caller that knows
+// the shape it needs passes it in NpyReadLimits (read_limits.hpp); a different rank or extent is
+// refused right after the header ("header field 'shape' = (2, 3) does not match the expected
+// (2, 4)").
 //
 // Write: version 1.0, '<f4' for float and '<f8' for double, C order, header padded with spaces to
 // a multiple of 64 bytes and ended by '\n'. The file writer writes a temporary file in the
 // target's directory and renames it over the target, so a failure never leaves a half-written file.
 #pragma once
+
+#include <sparse_formats/read_limits.hpp>
 
 #include <cstdint>
 #include <iosfwd>
@@ -35,9 +42,10 @@ using NpyArray = NpyArrayT<double>;
 
 // T is float or double. The stream must be seekable (its length is checked before reading).
 template <typename T>
-NpyArrayT<T> read_npy(std::istream& in, const std::string& source_name);
+NpyArrayT<T> read_npy(std::istream& in, const std::string& source_name,
+                      const NpyReadLimits& limits = {});
 template <typename T>
-NpyArrayT<T> read_npy(const std::string& path);
+NpyArrayT<T> read_npy(const std::string& path, const NpyReadLimits& limits = {});
 
 // `data` holds product(shape) elements in C order (may be null when that product is 0).
 // Dimensions must be >= 0.
