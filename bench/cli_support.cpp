@@ -154,7 +154,13 @@ sparse_formats::CsrMatrix<int64_t, float> load_csr_input(const std::string& path
 sparse_formats::CsrPattern<int64_t> load_mask(const std::string& spec_or_file, int64_t seqlen_q,
                                               int64_t seqlen_k, const std::string& flag) {
   if (is_matrix_market(spec_or_file)) {
-    auto mask = sparse_formats::read_mask_mtx<int64_t>(spec_or_file);
+    // The expected shape bounds the read: a header of another shape is refused at its size line.
+    sparse_formats::CsrPattern<int64_t> mask;
+    try {
+      mask = sparse_formats::read_mask_mtx<int64_t>(spec_or_file, sparse_formats::ReadLimits::shape(seqlen_q, seqlen_k));
+    } catch (const sparse_formats::FormatError& error) {
+      throw sparse_formats::FormatError(flag + ": " + error.what());
+    }
     if (mask.num_rows != seqlen_q || mask.num_cols != seqlen_k) {
       throw sparse_formats::FormatError(
           flag + ": " + spec_or_file + " is " + std::to_string(mask.num_rows) + " x " +

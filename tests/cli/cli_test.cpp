@@ -124,11 +124,12 @@ TEST_F(CliTest, ScheduledAlgorithmsAgreeWithTheReferenceAndReportTheirIo) {
 
 TEST_F(CliTest, FailuresLeaveTheOutputDirectoryUntouched) {
   const std::string out = (dir_ / "out").string();
-  // A mask of the wrong shape is found only after the tensors load: runtime error, exit 1.
+  // A mask of the wrong shape is refused at its size line (the tensors set the shape): exit 1.
   std::ofstream(dir_ / "mask.mtx") << "%%MatrixMarket matrix coordinate pattern general\n5 5 1\n1 1\n";
   const Result r = run(tensors(7, 3) + " --mask " + (dir_ / "mask.mtx").string() + " --out " + out);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("5 x 5"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--mask: " + (dir_ / "mask.mtx").string() + ":2: row count 5 does not match the expected 7"),
+            std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out));
   for (const auto& entry : fs::directory_iterator(dir_)) {
     EXPECT_EQ(entry.path().filename().string().find(".spattn-staging"), std::string::npos);
@@ -329,11 +330,11 @@ TEST_F(CliTest, SparseInputErrorsNameTheArgument) {
   write_sparse(dir_ / "k3.mtx", 7, 3, 0.5, 2);
   std::ofstream(dir_ / "bad.mtx") << "%%MatrixMarket matrix coordinate real general\n7 4 1\n9 1 1.0\n";
   const std::string q = " --q " + (dir_ / "q.mtx").string();
-  // K's head_dim differs from Q's: exit 1, naming both.
+  // K's head_dim differs from Q's: a usage error (exit 2) before anything is densified, naming both.
   Result r = run("attention" + q + " --k " + (dir_ / "k3.mtx").string() + " --v " + (dir_ / "q.mtx").string() +
                  " --mask full --algorithm flash --out " + (dir_ / "o").string());
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("k has head_dim 3, q has 4"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--k has head_dim 3, --q has 4"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "o"));
   // A malformed file: the flag, the file and the line.
   r = run("attention --q " + (dir_ / "bad.mtx").string() + " --k " + (dir_ / "q.mtx").string() + " --v " +
