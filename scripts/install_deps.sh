@@ -11,6 +11,7 @@ packages=(
   gnuplot-nox             # spattn run/sweep --plot, spattn patterns --png (optional at build time)
   libopenblas-dev         # spattn_bench: the same-run sgemm roofline (optional at build time)
   libtorch-dev python3-torch python3-pytest  # the PyTorch package and its tests (/usr/bin/python3)
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes for clang
 )
 
 missing=()
