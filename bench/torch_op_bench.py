@@ -67,7 +67,8 @@ def time_passes(forward, inputs, reps):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, nargs="+", default=[4096, 16384])
+    parser.add_argument("--n", type=int, nargs="*", default=[4096, 16384],
+                        help="sequence lengths (none: only the wrapper's overhead)")
     parser.add_argument("--d", type=int, default=64)
     parser.add_argument("--heads", type=int, default=1)
     parser.add_argument("--reps", type=int, default=3)
