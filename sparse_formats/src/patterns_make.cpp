@@ -2,9 +2,11 @@
 // generator, which checks the value ranges. Compositions fold with pattern_union / _intersection.
 #include <sparse_formats/error.hpp>
 
+#include "format_internal.hpp"
 #include "patterns_registry.hpp"
 
 #include <algorithm>
+#include <new>
 
 namespace sparse_formats {
 
@@ -126,7 +128,20 @@ CsrPattern<Index> make_node(const PatternSpec& spec, const std::string& quoted, 
 
 template <typename Index>
 CsrPattern<Index> make_pattern(const PatternSpec& spec, int64_t seqlen_q, int64_t seqlen_k) {
-  return make_node<Index>(spec, format_pattern_spec(spec), seqlen_q, seqlen_k);
+  const std::string text = format_pattern_spec(spec);
+  // Every pattern holds seqlen_q + 1 row offsets, whatever it attends: refused by its size when the
+  // machine cannot hold them, and a generator that runs out of memory later says what it was asked.
+  if (seqlen_q >= 0) {
+    internal::check_allocation<Index>("make_pattern", [&] { return "'" + text + "': row_ptr (seqlen_q + 1 offsets)"; },
+                                      internal::saturating_plus_one(seqlen_q));
+  }
+  try {
+    return make_node<Index>(spec, text, seqlen_q, seqlen_k);
+  } catch (const std::bad_alloc&) {
+    fail("make_pattern: '", text, "' at ", seqlen_q, " x ", seqlen_k,
+         " does not fit in memory (std::bad_alloc; the limit is ", internal::memory_limit_bytes(),
+         " bytes of physical memory)");
+  }
 }
 
 PatternSpec with_defaults(const PatternSpec& spec) {

@@ -117,6 +117,18 @@ std::string Plan::to_string() const {
   out << "plan (" << pass_name(pass) << "): seqlen_q " << shape.seqlen_q << ", seqlen_k "
       << shape.seqlen_k << ", head_dim " << shape.head_dim << ", head_dim_v " << shape.head_dim_v
       << ", heads " << num_heads << ", M " << cache_words << " words\n";
+  {
+    // Twice the words of the whole head (Q, K, V, O, dO, dQ, dK, dV, the row statistics and every
+    // score) leaves room for every algorithm's index words too: past it no tile can grow, and a
+    // larger M plans the same tiles and words (only the bound, a function of M, still moves).
+    const double whole = 2.0 * (static_cast<double>(shape.seqlen_q) * static_cast<double>(2 * shape.head_dim + 2 * shape.head_dim_v + 4) +
+                                static_cast<double>(shape.seqlen_k) * static_cast<double>(2 * shape.head_dim + 2 * shape.head_dim_v) +
+                                static_cast<double>(shape.seqlen_q) * static_cast<double>(shape.seqlen_k));
+    if (static_cast<double>(cache_words) > whole) {
+      out << "  M exceeds " << whole << " words, twice the whole head (inputs, outputs, statistics, scores): "
+          << "a larger M plans the same tiles\n";
+    }
+  }
   if (masked) {
     const double area = static_cast<double>(shape.seqlen_q) * static_cast<double>(shape.seqlen_k) *
                         static_cast<double>(std::max<int64_t>(cost_heads, 1));

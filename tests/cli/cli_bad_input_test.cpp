@@ -130,6 +130,18 @@ TEST_F(CliBadInputTest, AnMPastWhatTheProblemUsesPlansAndRuns) {
   }
   const Result plan = run("plan --n 1024 --d 64 --mask causal --cache-words 9223372036854775807 --pass both");
   EXPECT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("M exceeds 3.15392e+06 words, twice the whole head"), std::string::npos) << plan.output;
+  // The same tiles as at an M just past that.
+  const Result just_past = run("plan --n 1024 --d 64 --mask causal --cache-words 3153921 --pass both");
+  auto tiles = [](const std::string& text) {
+    std::string lines;
+    for (size_t at = text.find("tiles "); at != std::string::npos; at = text.find("tiles ", at + 1)) {
+      lines += text.substr(at, text.find('\n', at) - at) + "\n";
+    }
+    return lines;
+  };
+  EXPECT_FALSE(tiles(plan.output).empty());
+  EXPECT_EQ(tiles(plan.output), tiles(just_past.output));
 }
 
 TEST_F(CliBadInputTest, ExtremeSequenceLengthsAreRefusedByNameOrPlannedFromShapesAlone) {
