@@ -21,18 +21,10 @@ using spattn::AttentionOptions;
 using spattn::Mask;
 using spattn::TensorView;
 using spattn::testing::ApiProblem;
+using spattn::testing::kAllAlgorithms;
+using spattn::testing::options_for;
 
 namespace {
-
-const Algorithm kAlgorithms[] = {Algorithm::flash, Algorithm::small_cache, Algorithm::automatic,
-                                 Algorithm::reference};
-
-AttentionOptions options_for(Algorithm algorithm) {
-  AttentionOptions options;
-  options.algorithm = algorithm;
-  options.cache_words = 4096;
-  return options;
-}
 
 Mask from_rows(int64_t n_q, int64_t n_k, const std::vector<std::vector<int64_t>>& rows) {
   sparse_formats::CsrPattern<int64_t> pattern(n_q, n_k, {0}, {});
@@ -45,7 +37,7 @@ Mask from_rows(int64_t n_q, int64_t n_k, const std::vector<std::vector<int64_t>>
 
 // Forward and backward of `p` over `masks` with every algorithm, each against the reference.
 void expect_conformance(ApiProblem p, const std::vector<Mask>& masks) {
-  for (const Algorithm algorithm : kAlgorithms) {
+  for (const Algorithm algorithm : kAllAlgorithms) {
     SCOPED_TRACE(spattn::algorithm_name(algorithm));
     p.run(masks, options_for(algorithm));
     p.expect_matches_reference(masks);
@@ -82,7 +74,7 @@ TEST(AdversarialConformance, AFullyMaskedHeadHasZeroOutputMinusInfinityLseAndNoG
   const Mask empty = from_rows(n, n, std::vector<std::vector<int64_t>>(static_cast<size_t>(n)));
   const std::vector<Mask> masks = {Mask::from_spec("causal", n, n), empty};
   expect_conformance(ApiProblem(1, 2, 1, n, n, 5), masks);
-  for (const Algorithm algorithm : kAlgorithms) {
+  for (const Algorithm algorithm : kAllAlgorithms) {
     ApiProblem p(1, 2, 1, n, n, 5);
     p.run(masks, options_for(algorithm));
     for (int64_t i = 0; i < n; ++i) {
@@ -113,7 +105,7 @@ TEST(AdversarialConformance, HeadDimsOneAndZero) {
   expect_conformance(ApiProblem(1, 2, 2, 19, 19, 1), {Mask::from_spec("sliding_window:w=3", 19, 19)});
   // head_dim 0: every score is 0, so each attended key weighs the same; the outputs are empty and
   // the LSE is log(attended keys).
-  for (const Algorithm algorithm : kAlgorithms) {
+  for (const Algorithm algorithm : kAllAlgorithms) {
     SCOPED_TRACE(spattn::algorithm_name(algorithm));
     ApiProblem p(1, 1, 1, 7, 7, 0);
     p.run({Mask::from_spec("causal", 7, 7)}, options_for(algorithm));
@@ -123,7 +115,7 @@ TEST(AdversarialConformance, HeadDimsOneAndZero) {
 
 TEST(AdversarialConformance, StridesWithGapsGiveTheContiguousBits) {
   const int64_t heads = 2, n = 31, d = 6, pad = 3;
-  for (const Algorithm algorithm : kAlgorithms) {
+  for (const Algorithm algorithm : kAllAlgorithms) {
     SCOPED_TRACE(spattn::algorithm_name(algorithm));
     ApiProblem p(1, heads, heads, n, n, d);
     const Mask mask = Mask::from_spec("random:p=0.4,seed=2", n, n);
@@ -158,7 +150,7 @@ TEST(AdversarialConformance, OverlappingOutputsAreRefusedByName) {
   std::vector<float> o(static_cast<size_t>(n * d)), lse(static_cast<size_t>(n)), shared(static_cast<size_t>(3 * n * d));
   const auto q = p.in(p.q, 1, n, d), k = p.in(p.k, 1, n, d), v = p.in(p.v, 1, n, d);
   const TensorView<float> rows_on_one_row{o.data(), {1, 1, n, d}, {n * d, n * d, 0, 1}};  // every row at one address
-  for (const Algorithm algorithm : kAlgorithms) {
+  for (const Algorithm algorithm : kAllAlgorithms) {
     SCOPED_TRACE(spattn::algorithm_name(algorithm));
     std::string message = refusal([&] {
       spattn::attention_forward(q, k, v, rows_on_one_row, p.out(lse, 1, n, 1), mask, options_for(algorithm));

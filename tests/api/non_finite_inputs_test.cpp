@@ -21,22 +21,14 @@ using spattn::AttentionOptions;
 using spattn::Mask;
 using spattn::TensorView;
 using spattn::testing::ApiProblem;
+using spattn::testing::kAllAlgorithms;
+using spattn::testing::options_for;
 
 namespace {
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kSentinel = 12345.0f;
-
-const Algorithm kAlgorithms[] = {Algorithm::reference, Algorithm::flash, Algorithm::small_cache,
-                                 Algorithm::automatic};
-
-AttentionOptions options_for(Algorithm algorithm) {
-  AttentionOptions options;
-  options.algorithm = algorithm;
-  options.cache_words = 4096;
-  return options;
-}
 
 // Runs `call` and returns the InvalidArgument message ("" when nothing was thrown).
 template <typename Call>
@@ -67,7 +59,7 @@ const Case kCases[] = {{"q", kNan, "nan"}, {"k", kInf, "inf"}, {"v", -kInf, "-in
 
 TEST(NonFiniteInputs, EveryAlgorithmRefusesThemInTheForwardNamingTheElement) {
   const Mask mask = Mask::from_spec("causal", 13, 13);
-  for (const Algorithm algorithm : kAlgorithms) {
+  for (const Algorithm algorithm : kAllAlgorithms) {
     for (const Case& c : kCases) {
       ApiProblem p(1, 2, 1, 13, 13, 4);
       std::vector<float>& poisoned = std::string(c.tensor) == "q" ? p.q : std::string(c.tensor) == "k" ? p.k : p.v;
@@ -88,7 +80,7 @@ TEST(NonFiniteInputs, EveryAlgorithmRefusesThemInTheBackwardAndAcceptsAMaskedRow
   // Row 0 attends nothing: its LSE is -inf, which the backward accepts.
   sparse_formats::CsrPattern<int64_t> pattern(7, 7, {0, 0, 1, 3, 4, 5, 6, 7}, {0, 0, 1, 2, 3, 4, 5});
   const Mask mask = Mask::from_csr(std::move(pattern), "mask");
-  for (const Algorithm algorithm : kAlgorithms) {
+  for (const Algorithm algorithm : kAllAlgorithms) {
     ApiProblem p(1, 1, 1, 7, 7, 3);
     p.run({mask}, options_for(algorithm));
     ASSERT_TRUE(std::isinf(p.lse[0]) && p.lse[0] < 0) << spattn::algorithm_name(algorithm);
@@ -123,7 +115,7 @@ TEST(NonFiniteInputs, SparseInputsAndTheReferenceFollowTheSamePolicy) {
                                        spattn::AttentionInput::dense(TensorView<const float>::matrix(k.data(), 5, 3)),
                                        spattn::AttentionInput::dense(TensorView<const float>::matrix(v.data(), 5, 3))};
   const Mask mask = Mask::full(5, 5);
-  for (const Algorithm algorithm : kAlgorithms) {
+  for (const Algorithm algorithm : kAllAlgorithms) {
     const std::string message = refusal([&] {
       spattn::attention_forward(inputs, TensorView<float>::matrix(o.data(), 5, 3),
                                 TensorView<float>::matrix(lse.data(), 5, 1), mask, options_for(algorithm));

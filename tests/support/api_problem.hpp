@@ -98,6 +98,18 @@ struct ApiProblem {
   }
 };
 
+// Every algorithm of the API, the reference included.
+inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::reference, Algorithm::flash, Algorithm::small_cache,
+                                               Algorithm::automatic};
+
+// Options that run `algorithm` with an M of `cache_words` (several tiles for the small problems).
+inline AttentionOptions options_for(Algorithm algorithm, int64_t cache_words = 4096) {
+  AttentionOptions options;
+  options.algorithm = algorithm;
+  options.cache_words = cache_words;
+  return options;
+}
+
 inline void expect_same_bits(const ApiProblem& a, const ApiProblem& b) {
   EXPECT_TRUE(same_bits(a.o, b.o));
   EXPECT_TRUE(same_bits(a.lse, b.lse));

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <random>
 #include <sparse_formats/bsr.hpp>
@@ -33,6 +35,21 @@ template <typename Body>
     return ::testing::AssertionFailure() << "threw something else: " << other.what();
   }
   return ::testing::AssertionFailure() << "did not throw";
+}
+
+// Peak resident memory of this process so far (ctest runs each test in its own process).
+inline int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
+}
+
+// body must throw a FormatError containing every part, having grown the peak memory by less than
+// 64 MiB: a refused header must cost what reading it costs, not what it declares (GBs below).
+inline void expect_cheap_refusal(const std::function<void()>& body, std::initializer_list<std::string> parts) {
+  const int64_t rss_before = peak_rss_bytes();
+  EXPECT_TRUE(throws_with(body, parts));
+  EXPECT_LT(peak_rss_bytes() - rss_before, int64_t{64} << 20);
 }
 
 // A uniform double in [0, 1) from the top 53 bits, the same on every standard library (unlike

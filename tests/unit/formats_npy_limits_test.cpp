@@ -3,9 +3,7 @@
 // shape would take; shapes whose element or byte count overflows; expected shapes; and valid files
 // read the same with any limits that admit them.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -20,6 +18,8 @@
 namespace {
 
 namespace sf = sparse_formats;
+using formats_testing::expect_cheap_refusal;
+using formats_testing::peak_rss_bytes;
 using formats_testing::throws_with;
 
 // A version 1.0 .npy file: preamble, the header dict padded with spaces to 64 bytes, then `data`.
@@ -48,23 +48,6 @@ sf::NpyArrayT<double> read(const std::string& bytes, const sf::NpyReadLimits& li
   return sf::read_npy<double>(in, "test.npy", limits);
 }
 
-// Peak resident memory of this process so far (ctest runs each test in its own process).
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
-}
-
-// body must throw a FormatError containing every part, in under a second and with less than
-// 64 MiB more peak memory (the shapes below would take GBs).
-void expect_cheap_refusal(const std::function<void()>& body,
-                          std::initializer_list<std::string> parts) {
-  const int64_t rss_before = peak_rss_bytes();
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_TRUE(throws_with(body, parts));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
-  EXPECT_LT(peak_rss_bytes() - rss_before, int64_t{64} << 20);
-}
 
 TEST(FormatsNpyLimits, ShapeLargerThanTheDataIsRefusedBeforeAllocating) {
   // 10^12 elements (8 TB) declared over 16 bytes of data: refused by comparing the two.
