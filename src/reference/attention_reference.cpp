@@ -79,7 +79,7 @@ ForwardResult forward(TensorView<const double> q, TensorView<const double> k,
       for (int64_t i = 0; i < shape.seqlen_q; ++i) {
         result.lse[offset(b, h, i, shape.heads, shape.seqlen_q, 1)] =
             softmax_row(q, k, mask, b, h, g, i, scale, p);
-        double* o_i = &result.o[offset(b, h, i, shape.heads, shape.seqlen_q, dv)];
+        double* o_i = result.o.data() + offset(b, h, i, shape.heads, shape.seqlen_q, dv);  // (empty when dv = 0)
         for (int64_t t = mask.row_begin(i); t < mask.row_end(i); ++t) {  // O_i = sum_j P_ij v_j
           const auto j = static_cast<int64_t>(mask.col_idx[t]);
           const double p_ij = p[static_cast<std::size_t>(t - mask.row_begin(i))];
@@ -127,14 +127,14 @@ BackwardResult backward(TensorView<const double> q, TensorView<const double> k,
         double delta = 0.0;  // D_i = dO_i . O_i
         for (int64_t c = 0; c < dv; ++c) delta += d_o.at(b, h, i, c) * o_i[static_cast<std::size_t>(c)];
 
-        double* dq_i = &result.dq[offset(b, h, i, shape.heads, shape.seqlen_q, d)];
+        double* dq_i = result.dq.data() + offset(b, h, i, shape.heads, shape.seqlen_q, d);
         for (int64_t t = begin; t < end; ++t) {
           const auto j = static_cast<int64_t>(mask.col_idx[t]);
           const double p_ij = p[static_cast<std::size_t>(t - begin)];
           const double dp_ij = dot(d_o, b, h, i, v, b, g, j);  // dP_ij = dO_i . v_j
           const double ds_ij = p_ij * (dp_ij - delta);          // dS_ij = P_ij (dP_ij - D_i)
-          double* dk_j = &result.dk[offset(b, g, j, shape.kv_heads, shape.seqlen_k, d)];
-          double* dv_j = &result.dv[offset(b, g, j, shape.kv_heads, shape.seqlen_k, dv)];
+          double* dk_j = result.dk.data() + offset(b, g, j, shape.kv_heads, shape.seqlen_k, d);
+          double* dv_j = result.dv.data() + offset(b, g, j, shape.kv_heads, shape.seqlen_k, dv);
           for (int64_t c = 0; c < d; ++c) {
             dq_i[c] += scale * ds_ij * k.at(b, g, j, c);  // dQ = scale dS K
             dk_j[c] += scale * ds_ij * q.at(b, h, i, c);  // dK = scale dS^T Q
