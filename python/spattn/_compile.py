@@ -1,7 +1,7 @@
 """torch >= 2.4: fake kernels and autograd for spattn's ops (torch.library.register_fake and
 register_autograd), so that torch.compile traces spattn.torch.attention with no graph break
 (``fullgraph=True``). With an older torch nothing is registered here, and attention's autograd is
-a torch.autograd.Function (torch.py), which torch.compile cannot trace whole.
+a torch.autograd.Function (spattn/torch/__init__.py), which torch.compile cannot trace whole.
 
 The fake kernels describe the outputs as the real kernels allocate them: contiguous, o of q's dtype
 with v's head_dim, LSE float32 (float64 for the fp64 reference), gradients of the inputs' shapes.

@@ -23,8 +23,8 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _compile
-from ._ops import MaskClass, ops
+from .. import _compile
+from .._ops import MaskClass, ops
 
 __all__ = ["Mask", "attention", "plan"]
 
