@@ -12,6 +12,7 @@
 #include <ATen/Parallel.h>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -48,6 +49,19 @@ inline std::vector<Mask> masks_of(const char* where, at::IntArrayRef keys) {
   masks.reserve(keys.size());
   for (const int64_t key : keys) masks.push_back(TorchMask::with_key(where, key));
   return masks;
+}
+
+// Runs f, renaming the library function `library_where` in the messages of its InvalidArgument
+// to the Python name `where` ("select_mask: rows[1] = ..." becomes "Mask.select: rows[1] = ...").
+template <typename F>
+auto renaming_errors(const char* where, const std::string& library_where, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const InvalidArgument& error) {
+    const std::string message = error.what();
+    const std::string prefix = library_where + ": ";
+    fail(where, ": ", message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message);
+  }
 }
 
 // threads: 0 = torch's intra-op thread count (at::get_num_threads()).

@@ -1,8 +1,9 @@
 // spattn's PyTorch ops (TORCH_LIBRARY(spattn)): the schemas, and their CPU kernels: the forward and
 // backward of spattn::attention_* on float32 tensors, the fp64 reference on float64 tensors (what
-// gradcheck differentiates), and the plan preview. The CUDA kernels are in ops_cuda.cpp. Autograd
-// is wired in Python (python/spattn/torch.py); these ops compute only. Every argument is checked
-// before anything runs; errors name the argument and the value.
+// gradcheck differentiates), the plan preview, and merge_partials (attention over disjoint keys
+// combined, spattn/shard.hpp). The CUDA kernels are in ops_cuda.cpp. Autograd is wired in Python
+// (python/spattn/torch/__init__.py); these ops compute only. Every argument is checked before
+// anything runs; errors name the argument and the value.
 //
 // The schemas hold only tensors, numbers and strings (masks by key), and forward and backward
 // return only tensors, so that torch >= 2.4 can give them fake kernels and autograd and trace them
@@ -14,6 +15,7 @@
 #include <spattn/attention.hpp>
 #include <spattn/error.hpp>
 #include <spattn/reference.hpp>
+#include <spattn/shard.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -142,6 +144,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& q, con
   return {dq, dk, dv};
 }
 
+// spattn::merge_attention_partials on copies: o (batch, heads, seqlen, dim_v) and lse (batch, heads,
+// seqlen) as forward returns them; the inputs are left untouched.
+std::tuple<at::Tensor, at::Tensor> merge_partials(const at::Tensor& o, const at::Tensor& lse, const at::Tensor& o_part,
+                                                  const at::Tensor& lse_part) {
+  const char* where = "spattn.torch.merge_partials";
+  check_tensor(where, "o", o, at::kFloat, kCpu);
+  check_tensor(where, "o_part", o_part, at::kFloat, kCpu);
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"lse", lse}, {"lse_part", lse_part}}) {
+    if (t.dim() != 3) fail(where, ": ", name, " has ", t.dim(), " dimensions, expected 3 (batch, heads, seqlen)");
+    check_tensor(where, name, t.unsqueeze(-1), at::kFloat, kCpu);
+  }
+  at::Tensor merged_o = o.clone(at::MemoryFormat::Contiguous);
+  at::Tensor merged_lse = lse.clone(at::MemoryFormat::Contiguous);
+  renaming_errors(where, "merge_attention_partials", [&] {
+    merge_attention_partials(view_of<float>(merged_o), view_of<float>(merged_lse.unsqueeze(-1)),
+                             view_of<const float>(o_part), view_of<const float>(lse_part.unsqueeze(-1)));
+  });
+  return {merged_o, merged_lse};
+}
+
 // shape: (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v).
 std::string plan(at::IntArrayRef shape, at::IntArrayRef mask_keys, const std::string& pass,
                  const std::string& algorithm, int64_t cache_words, const std::string& objective) {
@@ -169,6 +191,7 @@ TORCH_LIBRARY(spattn, m) {
       .def("seqlen_k", &TorchMask::seqlen_k)
       .def("nnz", &TorchMask::nnz)
       .def("is_full", &TorchMask::is_full)
+      .def("select", &TorchMask::select)
       .def("crow_indices", &TorchMask::crow_indices)
       .def("col_indices", &TorchMask::col_indices);
   m.def(
@@ -182,7 +205,9 @@ TORCH_LIBRARY(spattn, m) {
       "str algorithm, int cache_words, str objective, int threads) -> (Tensor, Tensor, Tensor)");
   m.def("plan(int[] shape, int[] masks, str pass_, str algorithm, int cache_words, str objective) -> str",
         TORCH_FN(plan));
+  m.def("merge_partials(Tensor o, Tensor lse, Tensor o_part, Tensor lse_part) -> (Tensor, Tensor)");
   m.impl("forward", c10::DispatchKey::CPU, TORCH_FN(forward));
+  m.impl("merge_partials", c10::DispatchKey::CPU, TORCH_FN(merge_partials));
   m.impl("forward_counted", c10::DispatchKey::CPU, TORCH_FN(forward_counted));
   m.impl("backward", c10::DispatchKey::CPU, TORCH_FN(backward));
 }

@@ -1,7 +1,10 @@
 // The Python-held mask (torch_mask.hpp).
 #include "torch_mask.hpp"
 
+#include "op_arguments.hpp"
+
 #include <spattn/error.hpp>
+#include <spattn/shard.hpp>
 
 #include <sparse_formats/csr.hpp>
 
@@ -25,6 +28,22 @@ std::vector<int64_t> index_vector(const at::Tensor& t, const char* name) {
   const at::Tensor values = t.to(at::kLong).contiguous();
   const int64_t* data = values.data_ptr<int64_t>();
   return std::vector<int64_t>(data, data + values.numel());
+}
+
+// A (count, 2) int64 tensor on the CPU of (begin, end) pairs.
+std::vector<IndexRange> ranges_of(const at::Tensor& t, const char* name) {
+  if (t.device().type() != c10::DeviceType::CPU) fail("Mask.select: ", name, " is on ", t.device().str(), ", not the CPU");
+  if (t.scalar_type() != at::kLong) {
+    fail("Mask.select: ", name, " has dtype ", c10::toString(t.scalar_type()), ", expected int64");
+  }
+  if (t.dim() != 2 || t.size(1) != 2) {
+    fail("Mask.select: ", name, " has shape ", t.sizes(), ", expected (count, 2): one (begin, end) pair a row");
+  }
+  const at::Tensor pairs = t.contiguous();
+  const int64_t* data = pairs.data_ptr<int64_t>();
+  std::vector<IndexRange> ranges(static_cast<size_t>(pairs.size(0)));
+  for (size_t i = 0; i < ranges.size(); ++i) ranges[i] = {data[2 * i], data[2 * i + 1]};
+  return ranges;
 }
 
 at::Tensor as_tensor(const int64_t* data, int64_t count) {
@@ -84,6 +103,13 @@ c10::intrusive_ptr<TorchMask> TorchMask::from_csr(const at::Tensor& crow_indices
 
 c10::intrusive_ptr<TorchMask> TorchMask::full(int64_t seqlen_q, int64_t seqlen_k) {
   return c10::make_intrusive<TorchMask>(Mask::full(seqlen_q, seqlen_k));
+}
+
+c10::intrusive_ptr<TorchMask> TorchMask::select(const at::Tensor& rows, const at::Tensor& cols) const {
+  const std::vector<IndexRange> row_ranges = ranges_of(rows, "rows");
+  const std::vector<IndexRange> col_ranges = ranges_of(cols, "cols");
+  return renaming_errors("Mask.select", "select_mask",
+                         [&] { return c10::make_intrusive<TorchMask>(select_mask(mask, row_ranges, col_ranges)); });
 }
 
 at::Tensor TorchMask::crow_indices() const {

@@ -33,6 +33,10 @@ struct TorchMask : torch::CustomClassHolder {
   int64_t seqlen_k() const { return mask.seqlen_k(); }
   int64_t nnz() const { return mask.nnz(); }
   bool is_full() const { return mask.is_full(); }
+  // The mask restricted to some query and key positions (spattn::select_mask, spattn/shard.hpp):
+  // rows and cols are int64 CPU tensors of shape (count, 2) holding (begin, end) pairs. Errors
+  // name Mask.select and the argument.
+  c10::intrusive_ptr<TorchMask> select(const at::Tensor& rows, const at::Tensor& cols) const;
   // The structure as int64 tensors (copies), for to_dense() and for inspection.
   at::Tensor crow_indices() const;
   at::Tensor col_indices() const;

@@ -15,10 +15,15 @@ A fully masked row has output 0, LSE -inf and contributes no gradient.
 
 With torch >= 2.4 the ops have fake kernels and registered autograd, so ``torch.compile`` traces
 ``attention`` whole (``fullgraph=True``); build the masks outside the compiled function.
+
+For attention split over key parts (context parallelism), ``Mask.select`` gives a part's mask and
+``merge_partials`` combines the parts' outputs into attention over all keys.
 """
 
 import json
 import math
+import numbers
+from collections.abc import Sequence as _SequenceABC
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -26,7 +31,7 @@ import torch
 from .. import _compile
 from .._ops import MaskClass, ops
 
-__all__ = ["Mask", "attention", "plan"]
+__all__ = ["Mask", "attention", "merge_partials", "plan"]
 
 _ALGORITHMS = ("auto", "flash", "small_cache", "reference")
 _OBJECTIVES = ("time", "words")
@@ -106,7 +111,7 @@ class Mask:
         """A FlexAttention BlockMask, exactly (its full blocks whole, its partial blocks where its
         mask_mod holds): one Mask per head, or a single Mask when it has one head (spattn masks are
         shared over the batch: ``batch`` picks the BlockMask's batch entry)."""
-        from .block_mask import masks_from_block_mask
+        from ..block_mask import masks_from_block_mask
 
         masks = masks_from_block_mask(block_mask, batch)
         return masks[0] if len(masks) == 1 else masks
@@ -119,6 +124,22 @@ class Mask:
     def nnz(self) -> int:
         """The attended pairs (Z_QK)."""
         return self._handle.nnz()
+
+    def select(self, rows: Sequence[Tuple[int, int]], cols: Sequence[Tuple[int, int]]) -> "Mask":
+        """The mask restricted to some query positions and key positions.
+
+        ``rows`` and ``cols`` are sequences of (begin, end) int pairs, each the positions
+        [begin, end). The result has the concatenation of the row ranges (in the order given) as
+        its rows and that of the col ranges as its columns; its pair (i, j) attends iff the global
+        pair does. Ranges must satisfy 0 <= begin <= end <= seqlen and those of one side must not
+        overlap (empty ranges are allowed); a full mask stays full. ``mask.select([(0, n_q)],
+        [(b, e)])`` is the mask of the keys [b, e) for every query: attention over it with
+        ``k[:, :, b:e]`` and ``v[:, :, b:e]`` is one key part, which ``merge_partials`` combines.
+        A wrong type is a TypeError, a bad range a ValueError naming Mask.select and the argument.
+        """
+        row_pairs = _range_pairs("rows", rows)
+        col_pairs = _range_pairs("cols", cols)
+        return Mask(_translate(lambda: self._handle.select(row_pairs, col_pairs)))
 
     def crow_indices(self) -> torch.Tensor:
         return self._handle.crow_indices()
@@ -254,6 +275,24 @@ def _translate(call):
         raise ValueError(str(error).split("\nException raised from")[0]) from None
 
 
+def _range_pairs(name: str, ranges) -> torch.Tensor:
+    """Mask.select's (begin, end) int pairs as the (count, 2) int64 tensor its op takes."""
+    where = "Mask.select"
+    if isinstance(ranges, (str, bytes)) or not isinstance(ranges, _SequenceABC):
+        raise TypeError(f"{where}: {name} must be a sequence of (begin, end) int pairs, got {type(ranges).__name__}")
+    pairs = []
+    for index, pair in enumerate(ranges):
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, _SequenceABC) or len(pair) != 2:
+            raise TypeError(f"{where}: {name}[{index}] must be a (begin, end) pair of ints, got {pair!r}")
+        for value in pair:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"{where}: {name}[{index}] = {tuple(pair)!r} must hold ints, got {type(value).__name__}")
+            if not -(2**63) <= int(value) < 2**63:
+                raise ValueError(f"{where}: {name}[{index}] = {tuple(pair)!r} does not fit in int64")
+        pairs.append((int(pair[0]), int(pair[1])))
+    return torch.tensor(pairs, dtype=torch.int64).reshape(len(pairs), 2)
+
+
 def _check_length(where: str, name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{where}: {name} must be a non-negative int, got {value!r}")
@@ -334,3 +373,7 @@ def _masks_of(where, mask, heads, seqlen_q, seqlen_k) -> List[Mask]:
         if m.shape != (seqlen_q, seqlen_k):
             raise ValueError(f"{where}: {name} is {m.shape[0]} x {m.shape[1]}, but q has seqlen {seqlen_q} and k has seqlen {seqlen_k}")
     return masks
+
+
+# After the helpers it uses: the merge of key parts (partials.py).
+from .partials import merge_partials  # noqa: E402

@@ -1,0 +1,121 @@
+// select_mask (include/spattn/shard.hpp): a mask restricted to some query and key positions.
+#include <spattn/shard.hpp>
+
+#include <spattn/error.hpp>
+
+#include <sparse_formats/csr.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace spattn {
+
+namespace {
+
+constexpr const char* kWhere = "select_mask";
+
+// Checks one side's ranges (`side` is "rows" or "cols", `seqlen_name` "seqlen_q" or "seqlen_k")
+// and returns their total length. The total is checked before the overlap, so that it is computed
+// safely for any ranges; after the overlap check it is at most seqlen.
+int64_t checked_total(const std::vector<IndexRange>& ranges, const char* side, const char* seqlen_name,
+                      int64_t seqlen) {
+  int64_t total = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const IndexRange& r = ranges[i];
+    if (r.begin < 0 || r.begin > r.end || r.end > seqlen) {
+      fail(kWhere, ": ", side, "[", i, "] = [", r.begin, ", ", r.end, ") must satisfy 0 <= begin <= end <= ",
+           seqlen_name, " = ", seqlen);
+    }
+    if (r.end - r.begin > std::numeric_limits<int64_t>::max() - total) {
+      fail(kWhere, ": the lengths of ", side, " up to ", side, "[", i, "] = [", r.begin, ", ", r.end,
+           ") sum past int64 (", total, " before it)");
+    }
+    total += r.end - r.begin;
+  }
+  return total;
+}
+
+// A nonempty range with its index in the argument and where its positions start in the output.
+struct PlacedRange {
+  int64_t begin;
+  int64_t end;
+  int64_t local_begin;
+  size_t index;
+};
+
+// The nonempty ranges sorted by begin, each with its output offset; refuses overlaps.
+std::vector<PlacedRange> placed_by_begin(const std::vector<IndexRange>& ranges, const char* side) {
+  std::vector<PlacedRange> placed;
+  placed.reserve(ranges.size());
+  int64_t local = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const IndexRange& r = ranges[i];
+    if (r.end > r.begin) placed.push_back({r.begin, r.end, local, i});
+    local += r.end - r.begin;
+  }
+  std::sort(placed.begin(), placed.end(),
+            [](const PlacedRange& a, const PlacedRange& b) { return a.begin < b.begin || (a.begin == b.begin && a.index < b.index); });
+  for (size_t i = 1; i < placed.size(); ++i) {
+    const PlacedRange& a = placed[i - 1];
+    const PlacedRange& b = placed[i];
+    if (b.begin < a.end) {
+      fail(kWhere, ": ", side, "[", a.index, "] = [", a.begin, ", ", a.end, ") and ", side, "[", b.index, "] = [",
+           b.begin, ", ", b.end, ") overlap");
+    }
+  }
+  return placed;
+}
+
+// Appends the selected columns of one CSR row, as output positions, to `out`. Both the row's
+// columns and `cols` ascend, so the walk alternates two binary searches: skip the row's columns
+// before the current range, copy those inside it, skip the ranges that end before the next
+// column. It costs the columns copied plus a search per range visited, never the columns skipped.
+void select_row(const int64_t* first, const int64_t* last, const std::vector<PlacedRange>& cols,
+                std::vector<int64_t>& out) {
+  auto range = cols.begin();
+  while (first != last && range != cols.end()) {
+    first = std::lower_bound(first, last, range->begin);
+    for (; first != last && *first < range->end; ++first) out.push_back(*first - range->begin + range->local_begin);
+    if (first == last) break;
+    range = std::upper_bound(range + 1, cols.end(), *first,
+                             [](int64_t column, const PlacedRange& r) { return column < r.end; });
+  }
+}
+
+}  // namespace
+
+Mask select_mask(const Mask& mask, const std::vector<IndexRange>& rows, const std::vector<IndexRange>& cols) {
+  const int64_t num_rows = checked_total(rows, "rows", "seqlen_q", mask.seqlen_q());
+  const int64_t num_cols = checked_total(cols, "cols", "seqlen_k", mask.seqlen_k());
+  placed_by_begin(rows, "rows");  // only the overlap check: rows are taken in the order given
+  const std::vector<PlacedRange> placed_cols = placed_by_begin(cols, "cols");
+  if (mask.is_full()) return Mask::full(num_rows, num_cols);
+
+  // Output positions ascend with the global column exactly when the nonempty col ranges are given
+  // in increasing order; otherwise each row is sorted after the walk.
+  bool cols_in_order = true;
+  for (size_t i = 1; i < placed_cols.size() && cols_in_order; ++i) {
+    cols_in_order = placed_cols[i - 1].index < placed_cols[i].index;
+  }
+
+  const sparse_formats::CsrPatternView<int64_t> csr = mask.csr();
+  std::vector<int64_t> row_ptr;
+  row_ptr.reserve(static_cast<size_t>(num_rows) + 1);
+  row_ptr.push_back(0);
+  std::vector<int64_t> col_idx;
+  for (const IndexRange& range : rows) {
+    for (int64_t row = range.begin; row < range.end; ++row) {
+      const size_t row_start = col_idx.size();
+      select_row(csr.col_idx + csr.row_begin(row), csr.col_idx + csr.row_end(row), placed_cols, col_idx);
+      if (!cols_in_order) std::sort(col_idx.begin() + static_cast<std::ptrdiff_t>(row_start), col_idx.end());
+      row_ptr.push_back(static_cast<int64_t>(col_idx.size()));
+    }
+  }
+  sparse_formats::CsrPattern<int64_t> pattern(num_rows, num_cols, std::move(row_ptr), std::move(col_idx));
+  return Mask::from_csr(std::move(pattern), kWhere);
+}
+
+}  // namespace spattn
