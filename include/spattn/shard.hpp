@@ -44,6 +44,12 @@ struct IndexRange {
 // row is then sorted).
 Mask select_mask(const Mask& mask, const std::vector<IndexRange>& rows, const std::vector<IndexRange>& cols);
 
+// The key positions that any of the given query positions attends, ascending, each once: what a
+// process holding those queries needs of the keys. Rows as in select_mask (same checks and
+// messages, naming attended_keys). A full mask gives every key when a row is given. O(the rows'
+// attended pairs + seqlen_k) time and O(seqlen_k) memory: the mask is not copied.
+std::vector<int64_t> attended_keys(const Mask& mask, const std::vector<IndexRange>& rows);
+
 // Merges a partial attention result (o_part, lse_part), computed over some keys, into (o, lse),
 // computed over keys disjoint from those, in place: afterwards (o, lse) is attention over the
 // union. o, o_part: (batch, heads, seqlen, head_dim_v); lse, lse_part: (batch, heads, seqlen, 1):

@@ -192,6 +192,7 @@ TORCH_LIBRARY(spattn, m) {
       .def("nnz", &TorchMask::nnz)
       .def("is_full", &TorchMask::is_full)
       .def("select", &TorchMask::select)
+      .def("attended_keys", &TorchMask::attended_keys)
       .def("crow_indices", &TorchMask::crow_indices)
       .def("col_indices", &TorchMask::col_indices);
   m.def(

@@ -31,13 +31,13 @@ std::vector<int64_t> index_vector(const at::Tensor& t, const char* name) {
 }
 
 // A (count, 2) int64 tensor on the CPU of (begin, end) pairs.
-std::vector<IndexRange> ranges_of(const at::Tensor& t, const char* name) {
-  if (t.device().type() != c10::DeviceType::CPU) fail("Mask.select: ", name, " is on ", t.device().str(), ", not the CPU");
+std::vector<IndexRange> ranges_of(const at::Tensor& t, const char* name, const char* where = "Mask.select") {
+  if (t.device().type() != c10::DeviceType::CPU) fail(where, ": ", name, " is on ", t.device().str(), ", not the CPU");
   if (t.scalar_type() != at::kLong) {
-    fail("Mask.select: ", name, " has dtype ", c10::toString(t.scalar_type()), ", expected int64");
+    fail(where, ": ", name, " has dtype ", c10::toString(t.scalar_type()), ", expected int64");
   }
   if (t.dim() != 2 || t.size(1) != 2) {
-    fail("Mask.select: ", name, " has shape ", t.sizes(), ", expected (count, 2): one (begin, end) pair a row");
+    fail(where, ": ", name, " has shape ", t.sizes(), ", expected (count, 2): one (begin, end) pair a row");
   }
   const at::Tensor pairs = t.contiguous();
   const int64_t* data = pairs.data_ptr<int64_t>();
@@ -110,6 +110,14 @@ c10::intrusive_ptr<TorchMask> TorchMask::select(const at::Tensor& rows, const at
   const std::vector<IndexRange> col_ranges = ranges_of(cols, "cols");
   return renaming_errors("Mask.select", "select_mask",
                          [&] { return c10::make_intrusive<TorchMask>(select_mask(mask, row_ranges, col_ranges)); });
+}
+
+at::Tensor TorchMask::attended_keys(const at::Tensor& rows) const {
+  const std::vector<IndexRange> row_ranges = ranges_of(rows, "rows", "Mask.attended_keys");
+  return renaming_errors("Mask.attended_keys", "attended_keys", [&] {
+    const std::vector<int64_t> keys = spattn::attended_keys(mask, row_ranges);
+    return as_tensor(keys.data(), static_cast<int64_t>(keys.size()));
+  });
 }
 
 at::Tensor TorchMask::crow_indices() const {

@@ -37,6 +37,9 @@ struct TorchMask : torch::CustomClassHolder {
   // rows and cols are int64 CPU tensors of shape (count, 2) holding (begin, end) pairs. Errors
   // name Mask.select and the argument.
   c10::intrusive_ptr<TorchMask> select(const at::Tensor& rows, const at::Tensor& cols) const;
+  // The key positions any of `rows` ((count, 2) int64 (begin, end) pairs) attends, ascending
+  // (spattn::attended_keys): what a rank holding those queries needs. Errors name Mask.attended_keys.
+  at::Tensor attended_keys(const at::Tensor& rows) const;
   // The structure as int64 tensors (copies), for to_dense() and for inspection.
   at::Tensor crow_indices() const;
   at::Tensor col_indices() const;

@@ -1,4 +1,5 @@
-// select_mask (include/spattn/shard.hpp): a mask restricted to some query and key positions.
+// select_mask and attended_keys (include/spattn/shard.hpp): a mask restricted to some query and
+// key positions, and the keys some queries attend.
 #include <spattn/shard.hpp>
 
 #include <spattn/error.hpp>
@@ -15,22 +16,21 @@ namespace spattn {
 
 namespace {
 
-constexpr const char* kWhere = "select_mask";
 
 // Checks one side's ranges (`side` is "rows" or "cols", `seqlen_name` "seqlen_q" or "seqlen_k")
 // and returns their total length. The total is checked before the overlap, so that it is computed
 // safely for any ranges; after the overlap check it is at most seqlen.
-int64_t checked_total(const std::vector<IndexRange>& ranges, const char* side, const char* seqlen_name,
-                      int64_t seqlen) {
+int64_t checked_total(const char* where, const std::vector<IndexRange>& ranges, const char* side,
+                      const char* seqlen_name, int64_t seqlen) {
   int64_t total = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
     const IndexRange& r = ranges[i];
     if (r.begin < 0 || r.begin > r.end || r.end > seqlen) {
-      fail(kWhere, ": ", side, "[", i, "] = [", r.begin, ", ", r.end, ") must satisfy 0 <= begin <= end <= ",
+      fail(where, ": ", side, "[", i, "] = [", r.begin, ", ", r.end, ") must satisfy 0 <= begin <= end <= ",
            seqlen_name, " = ", seqlen);
     }
     if (r.end - r.begin > std::numeric_limits<int64_t>::max() - total) {
-      fail(kWhere, ": the lengths of ", side, " up to ", side, "[", i, "] = [", r.begin, ", ", r.end,
+      fail(where, ": the lengths of ", side, " up to ", side, "[", i, "] = [", r.begin, ", ", r.end,
            ") sum past int64 (", total, " before it)");
     }
     total += r.end - r.begin;
@@ -47,7 +47,7 @@ struct PlacedRange {
 };
 
 // The nonempty ranges sorted by begin, each with its output offset; refuses overlaps.
-std::vector<PlacedRange> placed_by_begin(const std::vector<IndexRange>& ranges, const char* side) {
+std::vector<PlacedRange> placed_by_begin(const char* where, const std::vector<IndexRange>& ranges, const char* side) {
   std::vector<PlacedRange> placed;
   placed.reserve(ranges.size());
   int64_t local = 0;
@@ -62,7 +62,7 @@ std::vector<PlacedRange> placed_by_begin(const std::vector<IndexRange>& ranges, 
     const PlacedRange& a = placed[i - 1];
     const PlacedRange& b = placed[i];
     if (b.begin < a.end) {
-      fail(kWhere, ": ", side, "[", a.index, "] = [", a.begin, ", ", a.end, ") and ", side, "[", b.index, "] = [",
+      fail(where, ": ", side, "[", a.index, "] = [", a.begin, ", ", a.end, ") and ", side, "[", b.index, "] = [",
            b.begin, ", ", b.end, ") overlap");
     }
   }
@@ -88,10 +88,11 @@ void select_row(const int64_t* first, const int64_t* last, const std::vector<Pla
 }  // namespace
 
 Mask select_mask(const Mask& mask, const std::vector<IndexRange>& rows, const std::vector<IndexRange>& cols) {
-  const int64_t num_rows = checked_total(rows, "rows", "seqlen_q", mask.seqlen_q());
-  const int64_t num_cols = checked_total(cols, "cols", "seqlen_k", mask.seqlen_k());
-  placed_by_begin(rows, "rows");  // only the overlap check: rows are taken in the order given
-  const std::vector<PlacedRange> placed_cols = placed_by_begin(cols, "cols");
+  const char* where = "select_mask";
+  const int64_t num_rows = checked_total(where, rows, "rows", "seqlen_q", mask.seqlen_q());
+  const int64_t num_cols = checked_total(where, cols, "cols", "seqlen_k", mask.seqlen_k());
+  placed_by_begin(where, rows, "rows");  // only the overlap check: rows are taken in the order given
+  const std::vector<PlacedRange> placed_cols = placed_by_begin(where, cols, "cols");
   if (mask.is_full()) return Mask::full(num_rows, num_cols);
 
   // Output positions ascend with the global column exactly when the nonempty col ranges are given
@@ -115,7 +116,30 @@ Mask select_mask(const Mask& mask, const std::vector<IndexRange>& rows, const st
     }
   }
   sparse_formats::CsrPattern<int64_t> pattern(num_rows, num_cols, std::move(row_ptr), std::move(col_idx));
-  return Mask::from_csr(std::move(pattern), kWhere);
+  return Mask::from_csr(std::move(pattern), where);
+}
+
+std::vector<int64_t> attended_keys(const Mask& mask, const std::vector<IndexRange>& rows) {
+  const char* where = "attended_keys";
+  const int64_t num_rows = checked_total(where, rows, "rows", "seqlen_q", mask.seqlen_q());
+  placed_by_begin(where, rows, "rows");
+  std::vector<int64_t> keys;
+  if (mask.is_full()) {
+    if (num_rows > 0) {
+      keys.resize(static_cast<size_t>(mask.seqlen_k()));
+      for (int64_t key = 0; key < mask.seqlen_k(); ++key) keys[static_cast<size_t>(key)] = key;
+    }
+    return keys;
+  }
+  const sparse_formats::CsrPatternView<int64_t> csr = mask.csr();
+  std::vector<char> attended(static_cast<size_t>(mask.seqlen_k()), 0);
+  for (const IndexRange& range : rows) {
+    for (int64_t p = csr.row_begin(range.begin); p < csr.row_begin(range.end); ++p) attended[static_cast<size_t>(csr.col_idx[p])] = 1;
+  }
+  for (int64_t key = 0; key < mask.seqlen_k(); ++key) {
+    if (attended[static_cast<size_t>(key)]) keys.push_back(key);
+  }
+  return keys;
 }
 
 }  // namespace spattn

@@ -186,6 +186,36 @@ TEST(SelectMask, EqualsTheDenseSelectionOnThePatternLibrary) {
   }
 }
 
+TEST(AttendedKeys, HandCheckedCasesAndTheDenseUnionOfRows) {
+  const Mask mask = six_by_six();
+  EXPECT_EQ(attended_keys(mask, {{0, 2}}), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(attended_keys(mask, {{3, 5}, {2, 3}}), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(attended_keys(mask, {{3, 4}, {0, 1}}), (std::vector<int64_t>{0, 1, 3, 5}));
+  EXPECT_TRUE(attended_keys(mask, {{2, 3}}).empty());  // row 2 attends nothing
+  EXPECT_TRUE(attended_keys(mask, {}).empty());
+  EXPECT_EQ(attended_keys(Mask::full(3, 4), {{1, 2}}), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(attended_keys(Mask::full(3, 4), {{1, 1}}).empty());
+  EXPECT_TRUE(contains(message_of<spattn::InvalidArgument>([&] { attended_keys(mask, {{0, 7}}); }),
+                       "attended_keys: rows[0] = [0, 7) must satisfy 0 <= begin <= end <= seqlen_q = 6"));
+  EXPECT_TRUE(contains(message_of<spattn::InvalidArgument>([&] { attended_keys(mask, {{0, 3}, {2, 4}}); }),
+                       "attended_keys: rows[0] = [0, 3) and rows[1] = [2, 4) overlap"));
+  std::mt19937 rng(5);
+  for (const char* spec : {"causal", "sliding_window:w=3", "random:p=0.1,seed=3", "documents:lengths=20/33"}) {
+    const Mask pattern = Mask::from_spec(spec, 53, 53);
+    const std::vector<char> dense = dense_of(pattern);
+    for (int trial = 0; trial < 20; ++trial) {
+      const Ranges rows = random_ranges(53, rng);
+      std::vector<int64_t> expected;
+      for (int64_t key = 0; key < 53; ++key) {
+        bool any = false;
+        for (const int64_t row : positions_of(rows)) any = any || dense[static_cast<size_t>(row * 53 + key)];
+        if (any) expected.push_back(key);
+      }
+      EXPECT_EQ(attended_keys(pattern, rows), expected) << spec << " trial " << trial;
+    }
+  }
+}
+
 namespace {
 
 // A (1, 1, rows, dim) row-major tensor.
