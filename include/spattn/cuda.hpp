@@ -86,6 +86,11 @@ struct Options {
   bool tensor_cores = true;
   // Waits for the stream before returning (so that errors of the kernels surface here).
   bool synchronize = true;
+  // Refuses NaN and infinity in the inputs before any kernel writes an output, naming the tensor
+  // and the element, as the CPU entry points do (docs/api.md, "Non-finite values"): one read of
+  // the inputs on the device and a wait for the stream. false skips it (a NaN input then comes out
+  // as a fully masked row: o = 0, lse = -inf).
+  bool check_finite = true;
 };
 
 // What ran: the algorithm and, for flash, the tiles and the M they were planned for.

@@ -4,10 +4,13 @@
 #include "device/api_instances.hpp"
 
 #include "cuda/check.hpp"
+#include "cuda/finite_scan.hpp"
 #include "cuda/flash.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/small_cache.hpp"
 #include "device/device_tiles.hpp"
+
+#include <utility>
 
 namespace spattn::cuda {
 namespace {
@@ -40,6 +43,11 @@ DeviceRun attention_forward(TensorView<const T> q, TensorView<const T> k, Tensor
   detail::require_device("attention_forward");
   const detail::ForwardViews<T> views{q, k, v, o, lse};
   const cudaStream_t stream = detail::as_stream(options.stream);
+  if (options.check_finite) {
+    for (const auto& [name, t] : {std::pair{"q", q}, std::pair{"k", k}, std::pair{"v", v}}) {
+      detail::check_finite_on_device(where, name, t, false, stream);
+    }
+  }
   DeviceRun run;
   if (options.algorithm == CudaAlgorithm::flash) {
     run = detail::flash_forward(shape, views, masks, scale, smem_budget_words(where, options), options.tensor_cores, stream);
@@ -64,6 +72,13 @@ DeviceRun attention_backward(TensorView<const T> q, TensorView<const T> k, Tenso
   detail::require_device("attention_backward");
   const detail::BackwardViews<T> views{q, k, v, o, lse, d_o, dq, dk, dv};
   const cudaStream_t stream = detail::as_stream(options.stream);
+  if (options.check_finite) {
+    for (const auto& [name, t] : {std::pair{"q", q}, std::pair{"k", k}, std::pair{"v", v}, std::pair{"o", o},
+                                  std::pair{"d_o", d_o}}) {
+      detail::check_finite_on_device(where, name, t, false, stream);
+    }
+    detail::check_finite_on_device(where, "lse", lse, true, stream);
+  }
   DeviceRun run;
   if (options.algorithm == CudaAlgorithm::flash) {
     run = detail::flash_backward(shape, views, masks, scale, smem_budget_words(where, options), options.tensor_cores, stream);

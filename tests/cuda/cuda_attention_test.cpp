@@ -7,6 +7,9 @@
 // Skips, with the reason, where no CUDA device is usable.
 #include "cuda_attention_support.hpp"
 
+#include <string>
+#include <utility>
+
 namespace {
 
 using namespace spattn::testing::cuda_attention;
@@ -115,6 +118,73 @@ TEST_F(CudaAttention, FlashRunsAreBitIdentical) {
   };
   EXPECT_TRUE(same(a.o, b.o) && same(a.lse, b.lse));
   EXPECT_TRUE(same(a.dq, b.dq) && same(a.dk, b.dk) && same(a.dv, b.dv));
+}
+
+// The CPU's non-finite policy on the device: NaN and infinity refused by name before any output is
+// written (outputs keep their sentinel), -inf allowed in an LSE; check_finite = false skips the scan.
+TEST_F(CudaAttention, NonFiniteInputsAreRefusedByNameAndNothingIsWritten) {
+  using spattn::cuda::DeviceMemory;
+  const Problem p = make_problem(1, 2, 2, 7, 9, 8, 8, 4);
+  const Mask mask = Mask::from_spec("causal", 7, 9);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto with = [](std::vector<float> x, size_t at, float value) {
+    x[at] = value;
+    return x;
+  };
+  const size_t element = ((1 * 7) + 3) * 8 + 2;  // [0, 1, 3, 2] of a (1, 2, 7, 8) tensor
+  // The refusal's message ("" when the call ran) and whether any output element was written.
+  auto message_of_run = [&](const std::vector<float>& q, const std::vector<float>& d_o, float lse_value,
+                            bool backward) -> std::pair<std::string, bool> {
+    DeviceMemory<float> qd(q), kd(p.k), vd(p.v), dod(d_o), od(std::vector<float>(static_cast<size_t>(p.o_numel()), 7.0f));
+    std::vector<float> lse_host(static_cast<size_t>(2 * 7), 0.5f);
+    lse_host[3] = lse_value;
+    DeviceMemory<float> lse(lse_host), dq(std::vector<float>(static_cast<size_t>(p.q_numel()), 7.0f));
+    DeviceMemory<float> dk(std::vector<float>(static_cast<size_t>(p.k_numel()), 7.0f));
+    DeviceMemory<float> dv(std::vector<float>(static_cast<size_t>(p.v_numel()), 7.0f));
+    auto view = [](DeviceMemory<float>& m, int64_t n) { return TensorView<float>::contiguous(m.data(), 1, 2, n, 8); };
+    const auto lse_view = TensorView<float>::contiguous(lse.data(), 1, 2, 7, 1);
+    std::string message;
+    try {
+      if (backward) {
+        spattn::cuda::attention_backward<float>(view(qd, 7), view(kd, 9), view(vd, 9), view(od, 7), lse_view,
+                                                view(dod, 7), view(dq, 7), view(dk, 9), view(dv, 9), {mask},
+                                                options_for(CudaAlgorithm::flash));
+      } else {
+        spattn::cuda::attention_forward<float>(view(qd, 7), view(kd, 9), view(vd, 9), view(od, 7), lse_view, {mask},
+                                               options_for(CudaAlgorithm::flash));
+      }
+    } catch (const spattn::InvalidArgument& error) {
+      message = error.what();
+    }
+    bool written = false;
+    for (const auto* out : {&od, &dq, &dk, &dv}) {
+      for (float x : out->download()) written = written || x != 7.0f;
+    }
+    return {message, written};
+  };
+  const auto refused = [](const std::pair<std::string, bool>& run, const std::string& expected) {
+    EXPECT_NE(run.first.find(expected), std::string::npos) << run.first;
+    EXPECT_FALSE(run.second) << "an output was written before the refusal";
+  };
+  refused(message_of_run(with(p.q, element, nan), p.d_o, 0.5f, false),
+          "cuda::attention_forward: q[0, 1, 3, 2] = nan is not finite");
+  refused(message_of_run(p.q, with(p.d_o, element, -inf), 0.5f, true),
+          "cuda::attention_backward: d_o[0, 1, 3, 2] = -inf is not finite");
+  refused(message_of_run(p.q, p.d_o, nan, true), "cuda::attention_backward: lse[0, 0, 3, 0] = nan");
+  // -inf in an LSE is a row that attends nothing: accepted, and the backward writes its outputs.
+  const auto accepted = message_of_run(p.q, p.d_o, -inf, true);
+  EXPECT_EQ(accepted.first, "");
+  EXPECT_TRUE(accepted.second);
+
+  // check_finite = false: no scan, no refusal (what a NaN then gives is not specified).
+  spattn::cuda::Options unchecked = options_for(CudaAlgorithm::flash);
+  unchecked.check_finite = false;
+  DeviceMemory<float> qd(with(p.q, element, nan)), kd(p.k), vd(p.v), od(static_cast<size_t>(p.o_numel()));
+  DeviceMemory<float> lse(static_cast<size_t>(2 * 7));
+  EXPECT_NO_THROW(spattn::cuda::attention_forward<float>(
+      TensorView<float>::contiguous(qd.data(), 1, 2, 7, 8), TensorView<float>::contiguous(kd.data(), 1, 2, 9, 8),
+      TensorView<float>::contiguous(vd.data(), 1, 2, 9, 8), TensorView<float>::contiguous(od.data(), 1, 2, 7, 8),
+      TensorView<float>::contiguous(lse.data(), 1, 2, 7, 1), {mask}, unchecked));
 }
 
 TEST_F(CudaAttention, ASharedMemoryBudgetAboveTheDevicesIsRefused) {

@@ -1,8 +1,9 @@
 // The CPU emulation of the CUDA backend's flash path (the target cuda_attention_emulated): the
 // flash kernels of src/cuda/flash_kernels.cuh launched block after block on the host, the CUDA
-// runtime calls that src/cuda/{api,flash,runtime}.cu make served from host memory (one "device"
+// runtime calls that src/cuda/{api,finite_scan,flash,runtime}.cu make served from host memory (one "device"
 // with an H100/H200's 232448 bytes of opt-in shared memory), and small_cache refused (it needs
 // cuSPARSE).
+#include "cuda/finite_scan.hpp"
 #include "cuda/flash_kernels.cuh"
 #include "cuda/mma_kernels.cuh"
 #include "cuda/small_cache.hpp"
@@ -116,7 +117,15 @@ DeviceRun small_cache_backward(const device::DeviceShape&, const BackwardViews<T
   throw RuntimeError("cuda emulation: small_cache needs cuSPARSE");
 }
 
+// The scan for non-finite inputs: one block of one thread strides over the whole tensor.
+template <typename T>
+void launch_finite_scan(const finite_device::FiniteScanParams<T>& p, cudaStream_t) {
+  emulated_block_index = dim3(0, 0, 0);
+  finite_device::finite_scan_kernel<T>(p);
+}
+
 #define SPATTN_EMULATED(T)                                                                                  \
+  template void launch_finite_scan<T>(const finite_device::FiniteScanParams<T>&, cudaStream_t);            \
   template void launch_flash_forward<T>(const ForwardParams<T>&, cudaStream_t);                            \
   template void launch_flash_delta<T>(const DeltaParams<T>&, cudaStream_t);                                \
   template void launch_flash_dkdv<T>(const DkdvParams<T>&, cudaStream_t);                                  \
