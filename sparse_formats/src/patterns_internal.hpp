@@ -2,6 +2,8 @@
 // the two-pass row builder and the seeded random generator. Private to sparse_formats.
 #pragma once
 
+#include "format_internal.hpp"
+
 #include <sparse_formats/csr.hpp>
 #include <sparse_formats/error.hpp>
 
@@ -9,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -145,7 +148,8 @@ struct RowWriter {
 template <typename Index, typename RowFn>
 CsrPattern<Index> build_rows(const char* pattern, int64_t seqlen_q, int64_t seqlen_k, RowFn&& row) {
   check_shape<Index>(pattern, seqlen_q, seqlen_k);
-  std::vector<Index> row_ptr(static_cast<size_t>(seqlen_q) + 1, Index{0});
+  std::vector<Index> row_ptr = internal::allocate<Index>(
+      pattern, [&] { return "row_ptr (seqlen_q + 1 offsets)"; }, internal::saturating_plus_one(seqlen_q));
   int64_t nnz = 0;
   for (int64_t i = 0; i < seqlen_q; ++i) {
     RowCounter counter{seqlen_k, 0};
@@ -156,7 +160,9 @@ CsrPattern<Index> build_rows(const char* pattern, int64_t seqlen_q, int64_t seql
     nnz += counter.count;
     row_ptr[static_cast<size_t>(i) + 1] = static_cast<Index>(nnz);
   }
-  std::vector<Index> col_idx(static_cast<size_t>(nnz));
+  // Sized by the count: a pattern past the machine's memory is refused with its nnz, not tried.
+  std::vector<Index> col_idx = internal::allocate<Index>(
+      pattern, [&] { return "col_idx (nnz = " + std::to_string(nnz) + " attended pairs)"; }, nnz);
   for (int64_t i = 0; i < seqlen_q; ++i) {
     RowWriter<Index> writer{seqlen_k, col_idx.data() + row_ptr[static_cast<size_t>(i)],
                             col_idx.data() + row_ptr[static_cast<size_t>(i) + 1]};

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <sparse_formats/convert.hpp>
+#include <sparse_formats/patterns.hpp>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,18 @@ TEST(FormatsAllocation, TransposeOfAWideEmptyPatternNamesNumCols) {
   EXPECT_TRUE(
       throws_with([&] { sf::transpose(blocks.view()); },
                   {"transpose: row_ptr (num_block_cols + 1 = 1125899906842625 offsets)", kLimit}));
+}
+
+// Generators count before they allocate: a pattern past memory is refused with its nnz, having
+// allocated only its row offsets.
+TEST(FormatsAllocation, GeneratedPatternsNameTheirAttendedPairs) {
+  EXPECT_TRUE(throws_with([] { sf::full_pattern<int64_t>(int64_t{1} << 10, kHuge); },
+                          {"full: col_idx (nnz = 1152921504606846976 attended pairs)", kLimit, kPhysical}));
+  EXPECT_TRUE(throws_with([] { sf::causal_pattern<int64_t>(int64_t{1} << 22, int64_t{1} << 22); },
+                          {"causal: col_idx (nnz = 8796095119360 attended pairs) needs 8796095119360 x 8 bytes",
+                           kLimit, kPhysical}));
+  EXPECT_TRUE(throws_with([] { sf::causal_pattern<int64_t>(kHuge, kHuge); },
+                          {"causal: row_ptr (seqlen_q + 1 offsets) needs 1125899906842625 x 8 bytes", kLimit}));
 }
 
 TEST(FormatsAllocation, DenseGridsNameTheirShape) {
