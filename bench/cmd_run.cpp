@@ -41,7 +41,7 @@ struct RunFlags {
 // Per mask: the planner's backward switch M and the bound's crossover.
 struct Crossover {
   std::string pattern;
-  int64_t switch_m = 0;  // 0: none in range
+  std::vector<int64_t> switches;  // every backward switch, ascending; empty: none in range
   double theory = 0.0;
   bool masked = false;
 };
@@ -96,7 +96,7 @@ void print_summary(const std::vector<Row>& rows, const std::vector<Crossover>& c
 
   // Per mask: the switch, where theory puts it, and the range of I/O / bound over the cache sizes.
   const double d2 = static_cast<double>(flags.d * flags.d);
-  Table table({"  mask", "switch M (backward)", "bound branches meet", "switch / theory", "I/O / bound"});
+  Table table({"  mask", "switch M (backward; every one)", "bound branches meet", "switch / theory", "I/O / bound"});
   std::vector<std::string> below;
   for (const Crossover& c : crossovers) {
     double lowest = INFINITY, highest = 0.0;
@@ -106,17 +106,21 @@ void print_summary(const std::vector<Row>& rows, const std::vector<Crossover>& c
       highest = std::max(highest, row.ratio_to_bound);
     }
     if (c.masked && lowest < 1.0) below.push_back(c.pattern);
-    const std::string found = c.switch_m <= 0 ? "none in range"
-                              : c.masked      ? std::to_string(c.switch_m)
-                                              : std::to_string(c.switch_m) + " = " +
-                                               format_real(static_cast<double>(c.switch_m) / d2, 2) + " d^2";
+    // Every switch: a density-adaptive cost can cross flash's more than once.
+    std::string found = c.switches.empty() ? "none in range" : "";
+    std::string to_theory = c.switches.empty() || c.theory <= 0 ? "-" : "";
+    for (size_t i = 0; i < c.switches.size(); ++i) {
+      const double m = static_cast<double>(c.switches[i]);
+      found += (i ? ", " : "") + std::to_string(c.switches[i]) + (c.masked ? "" : " = " + format_real(m / d2, 2) + " d^2");
+      if (c.theory > 0) to_theory += (i ? ", " : "") + format_real(m / c.theory, 2);
+    }
     table.add_row({"  " + c.pattern, found,
-                   format_count(std::llround(c.theory)) + (c.masked ? " (Z_input^2/Z_QK)" : " (d^2)"),
-                   c.switch_m > 0 && c.theory > 0 ? format_real(static_cast<double>(c.switch_m) / c.theory, 2) : "-",
+                   format_count(std::llround(c.theory)) + (c.masked ? " (Z_input^2/Z_QK)" : " (d^2)"), to_theory,
                    times(lowest) + " to " + times(highest)});
   }
-  std::cout << "- Per mask: the planner's switch (small_cache below it, flash above), where the bound's branches "
-               "meet, and the\n  I/O of the planner's choice over the bound (constant 1; dense or worst-case sparse):\n"
+  std::cout << "- Per mask: every M at which the planner's choice changes (flash above the last one), where the "
+               "bound's branches\n  meet, and the I/O of the planner's choice over the bound (constant 1; dense or "
+               "worst-case sparse):\n"
             << table.render();
 
   // Against flash: the largest saving of the planner's choice.
@@ -186,8 +190,8 @@ void run_main_job(RunFlags flags) {
       rows.push_back(std::move(row));
     }
     progress.step(spec + ": the planner's switch M");
-    const int64_t switch_m = add_switch(rows, first, problem, mask, grid[grid.size() / 2]);
-    crossovers.push_back({spec, switch_m, rows[first].bound_crossover, rows[first].masked});
+    const std::vector<int64_t> switches = add_switch(rows, first, problem, mask, grid[grid.size() / 2]);
+    crossovers.push_back({spec, switches, rows[first].bound_crossover, rows[first].masked});
     if (!curve_grid.empty()) {
       progress.step(spec + ": predictions for the plot");
       for (int64_t m : curve_grid) {

@@ -93,6 +93,7 @@ void add_pass(Row& row, const Plan& plan, Pass pass, bool first) {
   row.masked = plan.masked;
   if (plan.switch_searched && plan.switch_cache_words > 0) {
     (pass == Pass::forward ? row.switch_forward : row.switch_backward) = plan.switch_cache_words;
+    (pass == Pass::forward ? row.switches_forward : row.switches_backward) = plan.switches;
   }
 }
 
@@ -283,22 +284,24 @@ Row measure_row(const Problem& problem, const Mask& mask, const RowRequest& requ
   return row;
 }
 
-int64_t add_switch(std::vector<Row>& rows, size_t first, const Problem& problem, const Mask& mask,
-                   int64_t anchor) {
+std::vector<int64_t> add_switch(std::vector<Row>& rows, size_t first, const Problem& problem, const Mask& mask,
+                                int64_t anchor) {
   const bounds::DenseShape shape{problem.seqlen(), problem.seqlen(), problem.head_dim(), problem.head_dim()};
   const auto begin = rows.begin() + static_cast<std::ptrdiff_t>(first);
-  int64_t backward = 0;
+  std::vector<int64_t> backward;
   for (Pass pass : {Pass::forward, Pass::backward}) {
     const bool forward = pass == Pass::forward;
     auto includes = [forward](const Row& row) {
       return row.feasible() && !(forward ? row.algorithm_forward : row.algorithm_backward).empty();
     };
     if (std::none_of(begin, rows.end(), includes)) continue;
-    const int64_t found = plan_for_words(shape, mask, anchor, pass, Algorithm::automatic, true).switch_cache_words;
-    if (!forward) backward = found;
+    const Plan plan = plan_for_words(shape, mask, anchor, pass, Algorithm::automatic, true);
+    const int64_t found = plan.switch_cache_words;
+    if (!forward) backward = plan.switches;
     for (auto row = begin; row != rows.end(); ++row) {
       if (!includes(*row)) continue;
       (forward ? row->switch_forward : row->switch_backward) = found > 0 ? std::optional<int64_t>(found) : std::nullopt;
+      (forward ? row->switches_forward : row->switches_backward) = plan.switches;
     }
   }
   return backward;

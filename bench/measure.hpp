@@ -77,11 +77,12 @@ Row measure_row(const Problem& problem, const Mask& mask, const RowRequest& requ
 // Fills the mask statistics of a row (density, Z_QK, Z_input) without planning.
 void describe_mask(Row& row, const Problem& problem, const Mask& mask);
 
-// The planner's switch M (where automatic selection changes algorithm, nearest to `anchor`) for
-// each pass, written into rows[first...] (the rows of one mask, n and d) that include the pass. A full mask's rows already
-// carry it (the planner always searches it there); for a masked problem it re-predicts at about
-// 40 sizes, so it is done once per (mask, n, d), not per row. Returns the backward switch (0: none).
-int64_t add_switch(std::vector<Row>& rows, size_t first, const Problem& problem, const Mask& mask,
-                   int64_t anchor);
+// The planner's switch M (where automatic selection changes algorithm, nearest to `anchor`) and
+// every M where it switches, for each pass, written into rows[first...] (the rows of one mask, n
+// and d) that include the pass. A full mask's rows already carry them (the planner always searches
+// there); for a masked problem it re-predicts at about 40 sizes, so it is done once per (mask, n,
+// d), not per row. Returns every backward switch, ascending (empty: none).
+std::vector<int64_t> add_switch(std::vector<Row>& rows, size_t first, const Problem& problem, const Mask& mask,
+                                int64_t anchor);
 
 }  // namespace spattn::cli

@@ -73,6 +73,8 @@ const std::vector<Field>& fields() {
       {"ratio_to_flash", [](const Row& r) { return optional_json(r.ratio_to_flash); }},
       {"switch_forward", [](const Row& r) { return optional_json(r.switch_forward); }},
       {"switch_backward", [](const Row& r) { return optional_json(r.switch_backward); }},
+      {"switches_forward", [](const Row& r) { return json(r.switches_forward); }},
+      {"switches_backward", [](const Row& r) { return json(r.switches_backward); }},
       {"peak_resident_words", [](const Row& r) { return optional_json(r.peak_resident); }},
       {"max_error", [](const Row& r) { return optional_json(r.max_error); }},
       {"error_to_tolerance", [](const Row& r) { return optional_json(r.error_to_tolerance); }},

@@ -43,6 +43,8 @@ struct Row {
   bool masked = false;
   // The M at which the planner switches algorithm, per pass (absent: not searched or none in range).
   std::optional<int64_t> switch_forward, switch_backward;
+  // Every M at which it switches, per pass, ascending (empty: not searched or none in range).
+  std::vector<int64_t> switches_forward, switches_backward;
   std::optional<int64_t> peak_resident;               // counted rows only
   std::optional<double> max_error;                    // against the fp64 reference, when validated
   std::optional<double> error_to_tolerance;           // max over outputs of error / fp32 tolerance

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace spattn {
 
@@ -121,6 +122,9 @@ struct Plan {
   // small_cache's predictions cross there; 0 if they do not cross between the minimum M and
   // 16 * (seqlen * head_dim)). Found by bisection on the predictions.
   int64_t switch_cache_words = 0;
+  // Every M at which the choice changes, ascending, when searched (switch_cache_words is the one
+  // nearest to cache_words): a mask's density-adaptive costs can cross more than once.
+  std::vector<int64_t> switches;
   bool switch_searched = false;
   // Q, K or V given as CSR (sparse_inputs.hpp): the switch is never searched for such plans.
   bool sparse_inputs = false;

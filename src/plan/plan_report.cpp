@@ -83,7 +83,8 @@ bool operator==(const Plan& a, const Plan& b) {
          a.reads == b.reads && a.writes == b.writes && a.kv_sum_reads == b.kv_sum_reads &&
          a.kv_sum_writes == b.kv_sum_writes && same_bound(a.bound, b.bound) && a.compulsory == b.compulsory &&
          a.ratio_to_bound == b.ratio_to_bound && a.ratio_to_flash == b.ratio_to_flash &&
-         a.switch_cache_words == b.switch_cache_words && a.switch_searched == b.switch_searched &&
+         a.switch_cache_words == b.switch_cache_words && a.switches == b.switches &&
+         a.switch_searched == b.switch_searched &&
          a.sparse_inputs == b.sparse_inputs && a.head_masks == b.head_masks && a.masked == b.masked &&
          a.z_qk == b.z_qk && a.z_input == b.z_input && a.theoretical_switch == b.theoretical_switch &&
          a.beats_worst_case == b.beats_worst_case && same_run(a.run, b.run);
@@ -192,6 +193,11 @@ std::string Plan::to_string() const {
                   theoretical_switch > 0 ? static_cast<double>(switch_cache_words) / theoretical_switch : 0.0,
                   masked ? "Z_input^2 / Z_QK" : "d^2", theoretical_switch);
     out << line;
+    if (switches.size() > 1) {
+      out << "  every switch: M =";
+      for (size_t i = 0; i < switches.size(); ++i) out << (i ? ", " : " ") << switches[i];
+      out << " words (the choice alternates between them)\n";
+    }
   } else if (head_masks) {
     out << "  switch: not searched for per-head masks (each mask has its own)\n";
   } else if (!switch_searched) {

@@ -153,6 +153,7 @@ Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t ca
     const auto switches =
         sparse_mask != nullptr ? find_switches(head, sparse_mask, pass, objective) : dense_switches(head, pass);
     plan.switch_cache_words = nearest_switch(switches, cache_words);
+    plan.switches = switches;
     plan.switch_searched = true;
   }
   return plan;

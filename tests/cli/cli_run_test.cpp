@@ -85,7 +85,7 @@ const char* kSmall = "run --n 96 --d 8 --cache-words 32,64,512 --mask full --mas
 TEST_F(CliRunTest, SmallRunPrintsTheTableAndTheSummary) {
   const Result r = run(kSmall);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* part : {"pattern", "Z_QK", "flash I/O", "max err", "Summary", "switch M (backward)",
+  for (const char* part : {"pattern", "Z_QK", "flash I/O", "max err", "Summary", "switch M (backward; every one)",
                            "all 6 counted runs (2 masks x 3 cache sizes", "full", "causal"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
   }

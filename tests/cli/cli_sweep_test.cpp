@@ -141,7 +141,7 @@ TEST_F(CliSweepTest, CsvHeaderAndOneRowPerCombination) {
             "pattern,seqlen,head_dim,cache_words,pass,requested_algorithm,source,note,density,z_qk,z_input,"
             "algorithm_forward,algorithm_backward,reads,writes,io_words,predicted_reads,predicted_writes,"
             "flash_io_words,small_cache_io_words,bound,bound_large_cache,bound_small_cache,bound_crossover_m,"
-            "bound_kind,ratio_to_bound,ratio_to_flash,switch_forward,switch_backward,peak_resident_words,"
+            "bound_kind,ratio_to_bound,ratio_to_flash,switch_forward,switch_backward,switches_forward,switches_backward,peak_resident_words,"
             "max_error,error_to_tolerance,plan_ms,forward_ms,backward_ms");
   int rows = 0;
   while (std::getline(csv, line)) ++rows;
@@ -158,7 +158,7 @@ TEST_F(CliSweepTest, JsonRecordsHaveEveryKeyOfTheSchema) {
       "pattern seqlen head_dim cache_words pass requested_algorithm source note density z_qk z_input "
       "algorithm_forward algorithm_backward reads writes io_words predicted_reads predicted_writes flash_io_words "
       "small_cache_io_words bound bound_large_cache bound_small_cache bound_crossover_m bound_kind ratio_to_bound "
-      "ratio_to_flash switch_forward switch_backward peak_resident_words max_error error_to_tolerance plan_ms "
+      "ratio_to_flash switch_forward switch_backward switches_forward switches_backward peak_resident_words max_error error_to_tolerance plan_ms "
       "forward_ms backward_ms");
   std::string key;
   size_t keys = 0;

@@ -93,6 +93,31 @@ TEST(SparsePlanner, SwitchOnRandomMasksIsNearZInputSquaredOverZqk) {
   }
 }
 
+// A random 5% mask at n = 1024 switches twice under the words objective (small_cache at the
+// smallest M, flash, then small_cache again); the plan lists every switch, ascending, the nearest
+// one among them, and the choice changes at each.
+TEST(SparsePlanner, EverySwitchIsReportedAndTheChoiceChangesAtEach) {
+  const int64_t n = 1024, d = 64;
+  const Mask mask = Mask::from_spec("random:p=0.05,seed=0", n, n);
+  const spattn::bounds::DenseShape shape{n, n, d, d};
+  auto plan_at = [&](int64_t m, bool search) {
+    return spattn::plan_attention(shape, mask, m, Pass::backward, Algorithm::automatic, 1, search,
+                                  spattn::PlanObjective::words);
+  };
+  const auto plan = plan_at(4096, true);
+  ASSERT_GE(plan.switches.size(), 2u);
+  EXPECT_TRUE(std::is_sorted(plan.switches.begin(), plan.switches.end()));
+  EXPECT_NE(std::find(plan.switches.begin(), plan.switches.end(), plan.switch_cache_words), plan.switches.end());
+  for (const int64_t at : plan.switches) {
+    EXPECT_NE(plan_at(at - 1, false).algorithm, plan_at(at, false).algorithm) << "M = " << at;
+  }
+  // Between two switches the choice holds: the same algorithm at both ends of the interval.
+  const int64_t first = plan.switches[0], second = plan.switches[1];
+  EXPECT_EQ(plan_at(first, false).algorithm, plan_at(second - 1, false).algorithm);
+  // A plan at another M lists the same switches.
+  EXPECT_EQ(plan_at(second + 1000, true).switches, plan.switches);
+}
+
 TEST(SparsePlanner, StructuredMasksBeatTheWorstCaseAndThePlanSaysSo) {
   // A narrow sliding window (w = 16, d = 64, M = 4096, forward): block-sparse flash moves about
   // c n d words, linear in n, while the worst-case bound for the same Z_QK grows as n^1.5
