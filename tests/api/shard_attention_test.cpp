@@ -8,6 +8,7 @@
 
 #include "support/api_problem.hpp"
 #include "support/compare.hpp"
+#include "support/index_ranges.hpp"
 #include "support/test_helpers.hpp"
 
 #include <gtest/gtest.h>
@@ -29,7 +30,8 @@ using spattn::testing::widen;
 
 namespace {
 
-using Ranges = std::vector<IndexRange>;
+using spattn::testing::positions_of;
+using spattn::testing::Ranges;
 
 constexpr int64_t kBatch = 2, kHeads = 4, kKvHeads = 2, kDim = 16;
 constexpr int64_t kGroup = kHeads / kKvHeads;
@@ -65,14 +67,6 @@ std::vector<float> gather_rows(const std::vector<float>& x, int64_t heads, int64
     }
   }
   return out;
-}
-
-std::vector<int64_t> positions_of(const Ranges& ranges) {
-  std::vector<int64_t> positions;
-  for (const IndexRange& r : ranges) {
-    for (int64_t p = r.begin; p < r.end; ++p) positions.push_back(p);
-  }
-  return positions;
 }
 
 double grad_tolerance(const ApiProblem& full) {

@@ -7,6 +7,7 @@
 
 #include "support/api_problem.hpp"
 #include "support/compare.hpp"
+#include "support/index_ranges.hpp"
 #include "support/test_helpers.hpp"
 
 #include <gtest/gtest.h>
@@ -28,7 +29,8 @@ using spattn::testing::message_of;
 
 namespace {
 
-using Ranges = std::vector<IndexRange>;
+using spattn::testing::positions_of;
+using spattn::testing::Ranges;
 
 // The 6 x 6 mask of the hand-checked cases:
 //   row 0: 0            row 3: 1 3 5
@@ -58,14 +60,6 @@ std::vector<char> dense_of(const Mask& mask) {
     for (int64_t e = csr.row_begin(i); e < csr.row_end(i); ++e) dense[static_cast<size_t>(i * mask.seqlen_k() + csr.col_idx[e])] = 1;
   }
   return dense;
-}
-
-std::vector<int64_t> positions_of(const Ranges& ranges) {
-  std::vector<int64_t> positions;
-  for (const IndexRange& r : ranges) {
-    for (int64_t p = r.begin; p < r.end; ++p) positions.push_back(p);
-  }
-  return positions;
 }
 
 // Disjoint pieces of [0, n) in random order, some of [0, n) left out, with empty ranges mixed in.
