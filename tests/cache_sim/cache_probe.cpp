@@ -1,0 +1,86 @@
+// One native attention call for a cache simulator to watch (cache_sim_check.py): the inputs and,
+// for the backward, the forward's outputs are made first, uninstrumented; then exactly one call of
+// the requested pass runs between CALLGRIND_START_INSTRUMENTATION and CALLGRIND_STOP_INSTRUMENTATION,
+// on one thread, so that callgrind (--instr-atstart=no --cache-sim=yes) sees that call's memory
+// traffic alone (the plan and the mask's prepared structures are built before, as they are once
+// per mask in use). It prints the plan's words (equal to what a counted run moves: the tests check
+// counted == predicted) for the script to hold the simulated misses against.
+//
+//   cache_probe N D M ALGORITHM PASS MASK     e.g. cache_probe 512 64 1024 flash bwd causal
+#include <spattn/attention.hpp>
+#include <spattn/plan.hpp>
+
+#include <valgrind/callgrind.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::vector<float> random_values(int64_t count, uint32_t seed) {
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float& x : values) x = uniform(engine);
+  return values;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 7) {
+    std::fprintf(stderr, "usage: cache_probe N D M ALGORITHM fwd|bwd MASK\n");
+    return 2;
+  }
+  try {
+    const int64_t n = std::stoll(argv[1]), d = std::stoll(argv[2]), m = std::stoll(argv[3]);
+    const std::string pass = argv[5];
+    if (pass != "fwd" && pass != "bwd") throw std::invalid_argument("PASS must be fwd or bwd, got '" + pass + "'");
+    const spattn::Mask mask = spattn::Mask::from_spec(argv[6], n, n);
+    spattn::AttentionOptions options;
+    options.algorithm = spattn::parse_algorithm(argv[4]);
+    options.cache_words = m;
+    options.threads = 1;
+    options.objective = spattn::PlanObjective::words;
+
+    const std::vector<float> q = random_values(n * d, 1), k = random_values(n * d, 2), v = random_values(n * d, 3);
+    const std::vector<float> d_o = random_values(n * d, 4);
+    std::vector<float> o(static_cast<size_t>(n * d)), lse(static_cast<size_t>(n)), dq(o.size()), dk(o.size()),
+        dv(o.size());
+    auto in = [&](const std::vector<float>& x, int64_t last) {
+      return spattn::TensorView<const float>::contiguous(x.data(), 1, 1, n, last);
+    };
+    auto out = [&](std::vector<float>& x, int64_t last) {
+      return spattn::TensorView<float>::contiguous(x.data(), 1, 1, n, last);
+    };
+    // The plan and the mask structures it walks are prepared once per mask and kept in the mask
+    // (as a training loop reuses them); preparing them here keeps that one-time work out of the
+    // measured call, whose I/O is what the ledger counts.
+    const spattn::AttentionShape shape{1, 1, 1, n, n, d, d};
+    spattn::plan_attention(shape, mask, spattn::Pass::forward, options);
+    spattn::plan_attention(shape, mask, spattn::Pass::backward, options);
+    spattn::Plan plan;
+    if (pass == "fwd") {
+      CALLGRIND_START_INSTRUMENTATION;
+      plan = spattn::attention_forward(in(q, d), in(k, d), in(v, d), out(o, d), out(lse, 1), mask, options);
+      CALLGRIND_STOP_INSTRUMENTATION;
+    } else {
+      spattn::attention_forward(in(q, d), in(k, d), in(v, d), out(o, d), out(lse, 1), mask, options);
+      CALLGRIND_START_INSTRUMENTATION;
+      plan = spattn::attention_backward(in(q, d), in(k, d), in(v, d), in(o, d), in(lse, 1), in(d_o, d), out(dq, d),
+                                        out(dk, d), out(dv, d), mask, options);
+      CALLGRIND_STOP_INSTRUMENTATION;
+    }
+    std::printf("algorithm %s\nreads %lld\nwrites %lld\n", spattn::algorithm_name(plan.algorithm),
+                static_cast<long long>(plan.reads), static_cast<long long>(plan.writes));
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "cache_probe: %s\n", error.what());
+    return 1;
+  }
+}
