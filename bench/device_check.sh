@@ -12,7 +12,7 @@
 # (every step's log); the masks and tensors the comparison reads stay in a scratch folder.
 #
 # SPATTN_PREBUILT=DIR: use the binaries in DIR (cuda_tile_math_test, cuda_api_test,
-# cuda_attention_test, cuda_half_precision_test, spattn_cuda_bench, built elsewhere for this GPU's architecture against the
+# cuda_attention_test, cuda_half_precision_test, cuda_flash_lists_test, spattn_cuda_bench, built elsewhere for this GPU's architecture against the
 # same CUDA version) when they start here; otherwise build here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +59,7 @@ else
   if [ $tests -eq 1 ]; then
     log "build (spattn, the CUDA tests, spattn_cuda_bench)"
     timeout "$(limit 300)" cmake --build "$build" -j "$jobs" --target spattn_cuda_bench cuda_attention_test \
-      cuda_half_precision_test cuda_api_test cuda_tile_math_test > "$logs/build.log" 2>&1 \
+      cuda_half_precision_test cuda_api_test cuda_tile_math_test cuda_flash_lists_test > "$logs/build.log" 2>&1 \
       || { tail -40 "$logs/build.log"; echo "DEVICE CHECK FAILED: build"; exit 1; }
   else
     log "build (spattn; the tests need GoogleTest: NOT RUN)"
@@ -74,14 +74,14 @@ fi
 
 if [ $tests -eq 1 ]; then
   log "tests"
-  for t in cuda_tile_math_test cuda_api_test cuda_attention_test cuda_half_precision_test; do
+  for t in cuda_tile_math_test cuda_api_test cuda_attention_test cuda_half_precision_test cuda_flash_lists_test; do
     timeout "$(limit 150)" "$bin/$t" --gtest_brief=1 > "$logs/$t.log" 2>&1
     rc=$?
     tail -4 "$logs/$t.log"
     [ $rc -eq 0 ] || { echo "$t failed (rc $rc): see logs/$t.log"; grep -m 30 -B2 -A8 "Failure" "$logs/$t.log"; status=1; }
   done
   # Skipped device tests pass in ctest's eyes; here they mean the check did not happen.
-  if grep -q "SKIPPED \]" "$logs/cuda_attention_test.log" "$logs/cuda_half_precision_test.log"; then echo "device tests SKIPPED: no usable GPU"; status=1; fi
+  if grep -q "SKIPPED \]" "$logs/cuda_attention_test.log" "$logs/cuda_half_precision_test.log" "$logs/cuda_flash_lists_test.log"; then echo "device tests SKIPPED: no usable GPU"; status=1; fi
 fi
 
 log "spattn benchmark"

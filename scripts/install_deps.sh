@@ -10,8 +10,11 @@ packages=(
   libgtest-dev googletest # the test suite
   gnuplot-nox             # spattn run/sweep --plot, spattn patterns --png (optional at build time)
   libopenblas-dev         # spattn_bench: the same-run sgemm roofline (optional at build time)
+  libthrust-dev           # Thrust 1.17 for the host build of the device tile lists (tests/unit/thrust)
+                          # where the CUDA toolkit's Thrust is absent (optional at build time)
   libtorch-dev python3-torch python3-pytest  # the PyTorch package and its tests (/usr/bin/python3)
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes for clang
+  valgrind                # tests/cache_sim: the ledger against callgrind's cache simulator (optional at build time)
 )
 
 missing=()

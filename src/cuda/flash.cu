@@ -1,11 +1,13 @@
-// The block-sparse flash path on the device: plan, upload (cached) tile lists, launch.
+// The block-sparse flash path on the device: plan, build (cached) tile lists, launch.
 #include "cuda/flash.hpp"
 
 #include "mask/mask_cache.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_buffer.hpp"
+#include "cuda/flash_lists_device.hpp"
 #include "cuda/flash_kernels.hpp"
 #include "cuda/mma_kernels.hpp"
+#include "device/device_lists.hpp"
 #include "device/device_plan.hpp"
 
 #include <map>
@@ -21,15 +23,48 @@ using device::FlatTileLists;
 using schedules::FlashMasking;
 using schedules::FlashTiles;
 
-// One direction of the masks' tile lists on the device.
-struct DeviceLists {
-  DeviceBuffer<int32_t> tile_ptr, partial_ptr, entries;
-  DeviceBuffer<uint64_t> bits;
-  tile_math::TileListsRef ref;
-  std::vector<Mask> keep_alive;  // the cache key holds the masks' addresses: keep them valid
-};
+// The masks' lists for one direction, built on the host by build_flash_mask (the mask's cached
+// FlashMask), flattened and uploaded.
+std::shared_ptr<const DeviceLists> upload_host_built(const std::vector<Mask>& masks,
+                                                     const FlashTiles& tiles, Pass pass,
+                                                     bool key_cols) {
+  std::vector<std::shared_ptr<const schedules::FlashMask>> flash_masks;
+  std::vector<const schedules::FlashTileLists*> lists;
+  for (const Mask& mask : masks) {
+    flash_masks.push_back(mask.cache().flash(mask, tiles, pass));
+    lists.push_back(key_cols ? &flash_masks.back()->key_cols : &flash_masks.back()->query_rows);
+  }
+  const FlatTileLists flat = device::flatten_tile_lists(lists);
+  auto result = std::make_shared<DeviceLists>();
+  result->tile_ptr = DeviceBuffer<int32_t>(flat.tile_ptr);
+  result->partial_ptr = DeviceBuffer<int32_t>(flat.partial_ptr);
+  result->entries = DeviceBuffer<int32_t>(flat.entries);
+  result->bits = DeviceBuffer<uint64_t>(flat.bits);
+  result->ref = device::host_ref(flat);
+  result->ref.tile_ptr = result->tile_ptr.data();
+  result->ref.partial_ptr = result->partial_ptr.data();
+  result->ref.entries = result->entries.data();
+  result->ref.bits = result->bits.data();
+  result->keep_alive = masks;
+  return result;
+}
 
-// Tile lists uploaded once per (device, masks, tiles, pass, direction) and reused: a training loop
+std::shared_ptr<const DeviceLists> build_lists(const std::vector<Mask>& masks,
+                                               const FlashTiles& tiles, Pass pass, bool key_cols,
+                                               device::ListsBuilder builder) {
+#if defined(SPATTN_FLASH_EMULATION)
+  // The CPU emulation (tests/cuda/emulation) compiles this file as C++ without Thrust's CUDA
+  // system: it runs the host-built lists (the Thrust algorithm is tested on the CPU by
+  // thrust_flash_lists_test, and on a device by cuda_flash_lists_test).
+  static_cast<void>(builder);
+  return upload_host_built(masks, tiles, pass, key_cols);
+#else
+  if (builder == device::ListsBuilder::host) return upload_host_built(masks, tiles, pass, key_cols);
+  return build_lists_on_device(masks, tiles, key_cols);
+#endif
+}
+
+// Tile lists built once per (device, masks, tiles, pass, direction) and reused: a training loop
 // calls with the same masks every step. Bounded: cleared when it holds kMaxEntries.
 class ListCache {
  public:
@@ -48,7 +83,10 @@ class ListCache {
     auto found = entries_.find(key);
     if (found != entries_.end()) return found->second;
     if (entries_.size() >= kMaxEntries) entries_.clear();
-    auto lists = upload(masks, tiles, pass, key_cols);
+    // The host-built lists stay the default until the device build has passed
+    // cuda_flash_lists_test on a GPU (bench/device_check.sh); ListsBuilder::thrust builds them on
+    // the device from the mask's cached CSR.
+    auto lists = build_lists(masks, tiles, pass, key_cols, device::ListsBuilder::host);
     entries_.emplace(key, lists);
     return lists;
   }
@@ -58,29 +96,6 @@ class ListCache {
   }
 
  private:
-  static std::shared_ptr<const DeviceLists> upload(const std::vector<Mask>& masks,
-                                                   const FlashTiles& tiles, Pass pass, bool key_cols) {
-    std::vector<std::shared_ptr<const schedules::FlashMask>> flash_masks;
-    std::vector<const schedules::FlashTileLists*> lists;
-    for (const Mask& mask : masks) {
-      flash_masks.push_back(mask.cache().flash(mask, tiles, pass));
-      lists.push_back(key_cols ? &flash_masks.back()->key_cols : &flash_masks.back()->query_rows);
-    }
-    const FlatTileLists flat = device::flatten_tile_lists(lists);
-    auto result = std::make_shared<DeviceLists>();
-    result->tile_ptr = DeviceBuffer<int32_t>(flat.tile_ptr);
-    result->partial_ptr = DeviceBuffer<int32_t>(flat.partial_ptr);
-    result->entries = DeviceBuffer<int32_t>(flat.entries);
-    result->bits = DeviceBuffer<uint64_t>(flat.bits);
-    result->ref = device::host_ref(flat);
-    result->ref.tile_ptr = result->tile_ptr.data();
-    result->ref.partial_ptr = result->partial_ptr.data();
-    result->ref.entries = result->entries.data();
-    result->ref.bits = result->bits.data();
-    result->keep_alive = masks;
-    return result;
-  }
-
   std::mutex mutex_;
   std::map<Key, std::shared_ptr<const DeviceLists>> entries_;
 };
@@ -237,7 +252,12 @@ DeviceRun flash_backward(const device::DeviceShape& shape, const BackwardViews<T
   return device::flash_run(Pass::backward, call);
 }
 
-void release_flash_lists() { list_cache().clear(); }
+void release_flash_lists() {
+  list_cache().clear();
+#if !defined(SPATTN_FLASH_EMULATION)
+  release_device_csrs();
+#endif
+}
 
 #define SPATTN_FLASH_PATH(T)                                                                       \
   template DeviceRun flash_forward<T>(const device::DeviceShape&, const ForwardViews<T>&,         \
@@ -250,3 +270,32 @@ SPATTN_FLASH_PATH(bfloat16_t)
 #undef SPATTN_FLASH_PATH
 
 }  // namespace spattn::cuda::detail
+
+namespace spattn::device {
+
+FlatTileLists device_flash_lists(const std::vector<Mask>& masks, const FlashTiles& tiles, Pass pass,
+                                 bool key_cols, ListsBuilder builder) {
+  if (!cuda::device_available()) throw RuntimeError("device_flash_lists: " + cuda::device_status());
+  const auto lists = cuda::detail::build_lists(masks, tiles, pass, key_cols, builder);
+  const tile_math::TileListsRef& ref = lists->ref;
+  FlatTileLists flat;
+  flat.num_outer = ref.num_outer;
+  flat.num_inner = ref.num_inner;
+  flat.inner_block = ref.inner_block;
+  flat.bit_words = ref.bit_words;
+  flat.num_masks = ref.num_masks;
+  const auto download = [](auto& host, const auto& buffer) {
+    host.resize(buffer.size());
+    if (!host.empty()) {
+      SPATTN_CUDA_CHECK(cudaMemcpy(host.data(), buffer.data(), host.size() * sizeof(host[0]),
+                                   cudaMemcpyDeviceToHost));
+    }
+  };
+  download(flat.tile_ptr, lists->tile_ptr);
+  download(flat.partial_ptr, lists->partial_ptr);
+  download(flat.entries, lists->entries);
+  download(flat.bits, lists->bits);
+  return flat;
+}
+
+}  // namespace spattn::device

@@ -5,6 +5,7 @@
 #include <spattn/cuda.hpp>
 
 #include "device/api_instances.hpp"
+#include "device/device_lists.hpp"
 
 namespace spattn::cuda {
 namespace {
@@ -46,5 +47,12 @@ void device_synchronize() { unavailable("device_synchronize"); }
 }  // namespace detail
 
 }  // namespace spattn::cuda
+
+namespace spattn::device {
+FlatTileLists device_flash_lists(const std::vector<Mask>&, const FlashTiles&, Pass, bool,
+                                 ListsBuilder) {
+  cuda::unavailable("device_flash_lists");
+}
+}  // namespace spattn::device
 
 #endif  // SPATTN_HAVE_CUDA
