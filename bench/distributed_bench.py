@@ -33,7 +33,7 @@ def document_of(spec: str, n: int) -> torch.Tensor:
     return torch.bucketize(torch.arange(n), torch.tensor(ends), right=True)
 
 
-def predicted_table(n: int, d: int) -> None:
+def predicted_table(n: int, d: int, masks) -> None:
     import spattn.torch as st
     import spattn.torch.distributed as sd
 
@@ -41,7 +41,8 @@ def predicted_table(n: int, d: int) -> None:
           f"(2 d n / world words)")
     print(f"{'mask':<11} {'world':>5} {'fwd sent':>11} {'shards':>6} {'ring shards':>11} "
           f"{'fwd+bwd sent':>13} {'ring fwd+bwd':>13} {'ring / spattn':>13} {'cross-doc':>9}")
-    for label, spec in MASKS.items():
+    for label in masks:
+        spec = MASKS[label]
         mask = st.Mask.from_spec(spec, n, n)
         docs = document_of(spec, n) if spec.startswith("documents") else None
         for world in range(2, 9):
@@ -100,11 +101,12 @@ def rank_main(rank, world, init_file, n, d, spec, reps, result_file):
     dist.destroy_process_group()
 
 
-def measured_table(n: int, d: int, worlds, reps: int) -> None:
+def measured_table(n: int, d: int, worlds, reps: int, masks) -> None:
     print(f"\nMeasured over gloo: median seconds per fwd+bwd ({reps} reps, 1 thread per rank), words sent per rank")
     print(f"{'mask':<11} {'world':>5} {'seconds':>8} {'max sent':>13} {'counted == predicted':>21}")
     context = multiprocessing.get_context("spawn")
-    for label, spec in MASKS.items():
+    for label in masks:
+        spec = MASKS[label]
         for world in worlds:
             with tempfile.TemporaryDirectory() as tmp:
                 files = [os.path.join(tmp, f"rank-{r}.pt") for r in range(world)]
@@ -128,12 +130,13 @@ def main():
     parser.add_argument("--d", type=int, default=64)
     parser.add_argument("--worlds", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--masks", nargs="*", default=list(MASKS), choices=list(MASKS), help="which masks (default: both)")
     args = parser.parse_args()
     print(f"spattn.torch.distributed | {platform.processor() or platform.machine()} | {os.cpu_count()} cores | "
           f"torch {torch.__version__} | {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    predicted_table(args.n, args.d)
+    predicted_table(args.n, args.d, args.masks)
     if args.worlds:
-        measured_table(args.n, args.d, args.worlds, args.reps)
+        measured_table(args.n, args.d, args.worlds, args.reps, args.masks)
 
 
 if __name__ == "__main__":
