@@ -73,15 +73,16 @@ def _plain(table):
     return {p: {d: dict(words) for d, words in table[p].items()} for p in table}
 
 
-def main(rank, world_size, init_file, out_dir, cases, behaviour="normal"):
-    """Runs ``cases`` on this rank; writes rank-<r>.pt with the results, or rank-<r>.err."""
+def main(rank, world_size, init_file, out_dir, cases, behaviour="normal", timeout_s=60):
+    """Runs ``cases`` on this rank; writes rank-<r>.pt with the results, or rank-<r>.err. The group's
+    timeout bounds the rendezvous (ranks start seconds apart on a loaded machine) and every wait."""
     try:
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size,
-                                timeout=datetime.timedelta(seconds=10))
+                                timeout=datetime.timedelta(seconds=timeout_s))
         if behaviour == "last_rank_dies" and rank == world_size - 1:
             os._exit(3)
         if behaviour == "last_rank_stalls" and rank == world_size - 1:
-            time.sleep(25)
+            time.sleep(60)
             os._exit(0)
         outputs = [run_case(case, rank) for case in cases]
         torch.save(outputs, os.path.join(out_dir, f"rank-{rank}.pt"))

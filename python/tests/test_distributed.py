@@ -49,18 +49,20 @@ def cases_for(world_size):
     return cases
 
 
-def spawn(world_size, tmp_path, cases, behaviour="normal"):
-    """Runs distributed_worker.main on every rank; returns the ranks' outputs or raises with their
-    errors. Kills every rank at the deadline."""
+def spawn(world_size, tmp_path, cases, behaviour="normal", timeout_s=60, wait_for=None):
+    """Runs distributed_worker.main on every rank (group timeout `timeout_s`); returns the ranks
+    still running at the deadline, the ranks' errors and exit codes. Waits for the ranks in
+    `wait_for` (default all), then kills whatever still runs."""
     context = multiprocessing.get_context("spawn")
     init_file = tmp_path / "rendezvous"
-    processes = [context.Process(target=worker.main, args=(r, world_size, str(init_file), str(tmp_path), cases, behaviour))
+    processes = [context.Process(target=worker.main,
+                                 args=(r, world_size, str(init_file), str(tmp_path), cases, behaviour, timeout_s))
                  for r in range(world_size)]
     for p in processes:
         p.start()
     deadline = time.monotonic() + DEADLINE_S
-    for p in processes:
-        p.join(max(0.0, deadline - time.monotonic()))
+    for r in (range(world_size) if wait_for is None else wait_for):
+        processes[r].join(max(0.0, deadline - time.monotonic()))
     hung = [r for r, p in enumerate(processes) if p.is_alive()]
     for p in processes:
         if p.is_alive():
@@ -176,6 +178,10 @@ def test_the_call_needs_an_initialized_group():
 
 @pytest.mark.parametrize("behaviour", ["last_rank_dies", "last_rank_stalls"])
 def test_a_failed_or_stalled_rank_is_an_error_not_a_hang(behaviour, tmp_path):
-    hung, errors, _ = spawn(2, tmp_path, [case("window", "sliding_window:w=5", 64, 2)], behaviour)
+    """The last rank dies after the rendezvous, or stalls there for 60 s: rank 0 must raise, within
+    the group's 15 s timeout when the peer stalls."""
+    start = time.monotonic()
+    hung, errors, _ = spawn(2, tmp_path, [case("window", "sliding_window:w=5", 64, 2)], behaviour, timeout_s=15, wait_for=[0])
     assert 0 not in hung, "rank 0 hung"
+    assert time.monotonic() - start < 55, "rank 0 waited past the group's timeout"
     assert 0 in errors and "exchange failed" in errors[0], errors.get(0, "rank 0 reported no error")
