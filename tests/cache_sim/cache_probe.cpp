@@ -12,25 +12,15 @@
 
 #include <valgrind/callgrind.h>
 
+#include "support/test_helpers.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <random>
 #include <string>
 #include <vector>
 
-namespace {
-
-std::vector<float> random_values(int64_t count, uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float& x : values) x = uniform(engine);
-  return values;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 7) {
@@ -48,8 +38,9 @@ int main(int argc, char** argv) {
     options.threads = 1;
     options.objective = spattn::PlanObjective::words;
 
-    const std::vector<float> q = random_values(n * d, 1), k = random_values(n * d, 2), v = random_values(n * d, 3);
-    const std::vector<float> d_o = random_values(n * d, 4);
+    using spattn::testing::random_floats;
+    const std::vector<float> q = random_floats(n * d, 1), k = random_floats(n * d, 2), v = random_floats(n * d, 3);
+    const std::vector<float> d_o = random_floats(n * d, 4);
     std::vector<float> o(static_cast<size_t>(n * d)), lse(static_cast<size_t>(n)), dq(o.size()), dk(o.size()),
         dv(o.size());
     auto in = [&](const std::vector<float>& x, int64_t last) {
