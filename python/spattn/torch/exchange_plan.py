@@ -57,7 +57,11 @@ class ExchangePlan:
         self.world_size = q_sharding.world_size
         attended = self._attended_keys()
         self.send_index: List[List[torch.Tensor]] = []
-        self.remote_attended: List[int] = [0] * self.world_size
+        # The lower bound from the attended keys directly (not from send_index): the remote key
+        # positions each rank's queries read.
+        self.remote_attended: List[int] = [
+            int(attended[rank].sum()) - int(attended[rank, kv_sharding.positions(rank)].sum())
+            for rank in range(self.world_size)]
         for source in range(self.world_size):
             keys = kv_sharding.positions(source)
             row = []
@@ -65,9 +69,7 @@ class ExchangePlan:
                 if rank == source:
                     row.append(torch.zeros(0, dtype=torch.int64))
                     continue
-                index = attended[rank, keys].nonzero().flatten()
-                row.append(index)
-                self.remote_attended[rank] += index.numel()
+                row.append(attended[rank, keys].nonzero().flatten())
             self.send_index.append(row)
         self._rank_masks: Dict[int, Tuple[List[Mask], List[Mask]]] = {}
 
