@@ -13,6 +13,17 @@
 //
 // One word is one matrix entry or one index, whatever its type (a float, a double, an int32 index).
 //
+// Lines. Real memory moves whole lines of L words (64 bytes = 16 fp32 words on CPUs; a GPU's
+// 32-byte sector is the same model with L = 8). Beside the words, the ledger counts the lines each
+// move touches, by one stated rule (docs/io_model.md, "The line model"): an array is stored as rows
+// along its unit stride, and every stored row begins on a line; a move touches, in each stored row
+// it reads or writes, the lines its run of words spans. A vector (one column with unit row
+// stride, or one row) is one stored row. A view with no unit stride moves one line per word. For
+// an array whose row length is a multiple of L on a line-aligned base (d = 64, n = 512), the rule
+// is the hardware's line count; otherwise it is the count with each row padded to whole lines.
+// Lines are counted per move: a line two moves touch is counted twice, as a word two moves read is
+// (the model's fast memory holds the moved words, not the rest of their lines).
+//
 // An input may also live in slow memory as CSR (a sparse Q, K or V; docs/sparse.md, "Sparse
 // inputs"): a SlowMatrix made by SlowMatrix::csr. Loading a tile of it scatters the tile's stored
 // entries into the dense fast buffer (zeros elsewhere), so the arithmetic is exactly that of the
@@ -45,6 +56,42 @@ enum class Operand : uint8_t {
 inline constexpr int kNumOperands = static_cast<int>(Operand::other) + 1;
 const char* operand_name(Operand operand);
 
+// 16 fp32 words: a 64-byte line.
+inline constexpr int64_t kDefaultLineWords = 16;
+
+// The lines a run of `words` consecutive words from word `offset` of a stored row touches
+// (0 when words is 0). offset, words >= 0, line_words >= 1.
+inline int64_t segment_lines(int64_t offset, int64_t words, int64_t line_words) {
+  if (words <= 0) return 0;
+  return (offset + words - 1) / line_words - offset / line_words + 1;
+}
+
+// The lines a row of `total` words costs when moved in consecutive chunks of `chunk` words (the
+// last one shorter), summed over the chunks: the row's own lines plus one for every chunk boundary
+// inside a line. O(1); 0 when total is 0. chunk, line_words >= 1.
+int64_t chunked_lines(int64_t total, int64_t chunk, int64_t line_words);
+
+// Throws InvalidArgument naming `where` unless line_words >= 1.
+void check_line_words(const char* where, int64_t line_words);
+
+// The rule, for a dense view of `view_cols` columns whose element (r, c) lies at word
+// r * row_stride + c * col_stride of its array: the lines a move of the rows x cols tile at
+// (row0, col0) touches. Stored rows run along the unit stride; a one-column view with unit row
+// stride is one stored row (a vector); a view with no unit stride moves one line per word.
+inline int64_t tile_lines(int64_t row_stride, int64_t col_stride, int64_t view_cols, int64_t row0,
+                          int64_t col0, int64_t rows, int64_t cols, int64_t line_words) {
+  if (rows <= 0 || cols <= 0) return 0;
+  const bool column_vector = view_cols == 1 && row_stride == 1;
+  if (col_stride == 1 && !column_vector) return rows * segment_lines(col0, cols, line_words);
+  if (row_stride == 1) return cols * segment_lines(row0, rows, line_words);
+  return rows * cols;
+}
+
+// tile_lines summed over the grid of tile_rows x tile_cols tiles (the last ones shorter) that
+// covers a whole view_rows x view_cols view, in O(1): what moving every tile once costs.
+int64_t grid_lines(int64_t row_stride, int64_t col_stride, int64_t view_rows, int64_t view_cols,
+                   int64_t tile_rows, int64_t tile_cols, int64_t line_words);
+
 enum class WordKind : uint8_t { value, index };
 
 struct Traffic {
@@ -58,12 +105,23 @@ struct Traffic {
   }
 };
 
-// Counts every word read (slow -> fast) and written (fast -> slow), per operand and kind, and the
-// peak number of words resident in fast memory.
+// Counts every word read (slow -> fast) and written (fast -> slow), per operand and kind, the
+// lines of line_words() words those moves touch (the rule above), and the peak number of words
+// resident in fast memory.
 class Ledger {
  public:
+  // line_words: L, the words of one line (>= 1; InvalidArgument otherwise). L = 1 counts words.
+  explicit Ledger(int64_t line_words = kDefaultLineWords);
+
   void add_read(Operand operand, WordKind kind, int64_t words) { at(operand, kind).reads += words; }
   void add_write(Operand operand, WordKind kind, int64_t words) { at(operand, kind).writes += words; }
+  void add_read_lines(Operand operand, WordKind kind, int64_t lines) {
+    lines_at(operand, kind).reads += lines;
+  }
+  void add_write_lines(Operand operand, WordKind kind, int64_t lines) {
+    lines_at(operand, kind).writes += lines;
+  }
+  int64_t line_words() const { return line_words_; }
   void note_resident(int64_t words) { peak_resident_ = words > peak_resident_ ? words : peak_resident_; }
 
   const Traffic& traffic(Operand operand, WordKind kind) const {
@@ -75,17 +133,30 @@ class Ledger {
   int64_t writes() const { return total().writes; }
   int64_t peak_resident() const { return peak_resident_; }
 
+  // The same in lines.
+  const Traffic& lines(Operand operand, WordKind kind) const {
+    return lines_[static_cast<int>(operand)][static_cast<int>(kind)];
+  }
+  Traffic total_lines() const;
+  Traffic total_lines(WordKind kind) const;
+
   // Adds another ledger's counts (e.g. one per head or per thread); the peak is the larger one,
-  // since each fast memory is separate.
+  // since each fast memory is separate. Both must count lines of the same size (InvalidArgument).
   Ledger& operator+=(const Ledger& other);
-  // A small table: one line per operand that moved anything, then the totals and the peak.
+  // A small table: one line per operand that moved anything (words and lines), then the totals
+  // and the peak.
   std::string report() const;
 
  private:
   Traffic& at(Operand operand, WordKind kind) {
     return traffic_[static_cast<int>(operand)][static_cast<int>(kind)];
   }
+  Traffic& lines_at(Operand operand, WordKind kind) {
+    return lines_[static_cast<int>(operand)][static_cast<int>(kind)];
+  }
+  int64_t line_words_;
   std::array<std::array<Traffic, 2>, kNumOperands> traffic_{};
+  std::array<std::array<Traffic, 2>, kNumOperands> lines_{};
   int64_t peak_resident_ = 0;
 };
 
@@ -157,6 +228,10 @@ class SlowMatrix {
   // The CSR structure (meaningful when is_csr(); the predictions walk it, they never load it).
   const Csr& csr_matrix() const { return csr_; }
   bool csr_transposed() const { return csr_transposed_; }
+  // The lines a move of the rows x cols tile at (row0, col0) touches (tile_lines). Dense views.
+  int64_t tile_lines(int64_t row0, int64_t col0, int64_t rows, int64_t cols, int64_t line_words) const {
+    return io::tile_lines(row_stride_, col_stride_, cols_, row0, col0, rows, cols, line_words);
+  }
   // The transpose, as a view of the same words (no data moves).
   SlowMatrix transposed() const {
     SlowMatrix view = *this;
@@ -217,6 +292,8 @@ class FastMemory {
 
   int64_t capacity() const { return capacity_; }
   int64_t resident() const { return resident_; }
+  // The line size moves are counted in: the ledger's (kDefaultLineWords natively).
+  int64_t line_words() const { return ledger_ != nullptr ? ledger_->line_words() : kDefaultLineWords; }
   bool counted() const { return ledger_ != nullptr; }
   const std::string& schedule() const { return schedule_; }
 
@@ -263,6 +340,16 @@ class FastMemory {
   template <typename T>
   friend class FastBuffer;
   void release(int64_t words) { resident_ -= words; }
+  void count_read(Operand operand, WordKind kind, int64_t words, int64_t lines) {
+    if (ledger_ == nullptr) return;
+    ledger_->add_read(operand, kind, words);
+    ledger_->add_read_lines(operand, kind, lines);
+  }
+  void count_write(Operand operand, WordKind kind, int64_t words, int64_t lines) {
+    if (ledger_ == nullptr) return;
+    ledger_->add_write(operand, kind, words);
+    ledger_->add_write_lines(operand, kind, lines);
+  }
   template <typename S, typename T>
   void load_csr(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
                 int64_t cols, T* out, int64_t dst_ld);

@@ -1,6 +1,7 @@
 // Template definitions for io.hpp (included from there; not a public header of its own).
 #pragma once
 
+#include <algorithm>
 #include <cassert>
 #include <type_traits>
 #include <string>
@@ -69,7 +70,7 @@ void FastMemory::load(Operand operand, const SlowMatrix<S>& src, int64_t row0, i
       for (int64_t c = 0; c < cols; ++c) out_row[c] = static_cast<T>(in[c * src.col_stride_]);
     }
   }
-  if (ledger_ != nullptr) ledger_->add_read(operand, kind, rows * cols);
+  if (counted()) count_read(operand, kind, rows * cols, src.tile_lines(row0, col0, rows, cols, line_words()));
 }
 
 template <typename S, typename T>
@@ -81,7 +82,9 @@ const T* FastMemory::read_tile(Operand operand, const SlowMatrix<S>& src, int64_
       assert(row0 >= 0 && col0 >= 0 && rows >= 0 && cols >= 0);
       assert(row0 + rows <= src.rows_ && col0 + cols <= src.cols_);
       assert(rows == 0 || cols == 0 || dst_offset + (rows - 1) * dst_ld + cols <= dst.words());
-      if (ledger_ != nullptr) ledger_->add_read(operand, kind, rows * cols);
+      if (counted()) {
+        count_read(operand, kind, rows * cols, src.tile_lines(row0, col0, rows, cols, line_words()));
+      }
       return src.data_ + row0 * src.row_stride_ + col0;
     }
   }
@@ -98,7 +101,7 @@ inline void FastMemory::load_word(Operand operand, const SlowMatrix<S>& src, int
   }
   assert(row >= 0 && col >= 0 && row < src.rows_ && col < src.cols_ && dst_offset < dst.words());
   dst.data()[dst_offset] = static_cast<T>(src.data_[row * src.row_stride_ + col * src.col_stride_]);
-  if (ledger_ != nullptr) ledger_->add_read(operand, kind, 1);
+  count_read(operand, kind, 1, 1);
 }
 
 template <typename T, typename S>
@@ -107,7 +110,7 @@ inline void FastMemory::store_word(Operand operand, const FastBuffer<T>& src, in
   assert(row >= 0 && col >= 0 && row < dst.rows_ && col < dst.cols_ && src_offset < src.words());
   assert(!dst.is_csr_);  // CSR views are read-only inputs
   dst.data_[row * dst.row_stride_ + col * dst.col_stride_] = static_cast<S>(src.data()[src_offset]);
-  if (ledger_ != nullptr) ledger_->add_write(operand, kind, 1);
+  count_write(operand, kind, 1, 1);
 }
 
 // The CSR reader of io.hpp's counting rule, counting each word as it reads it (csr_tile_words is
@@ -128,35 +131,49 @@ void FastMemory::load_csr(Operand operand, const SlowMatrix<S>& src, int64_t row
   const int64_t* row_ptr = src.csr_.pattern.row_ptr;
   const int64_t* col_idx = src.csr_.pattern.col_idx;
   const auto* values = src.csr_.values;
+  const int64_t line = line_words();
   int64_t value_words = 0;
   int64_t index_words = num_rows + 1;  // row_ptr[first_row .. first_row + num_rows]
+  // Lines: the row pointers' run, and per stored row the run of col_idx positions it reads (from
+  // its first probe or scanned index to its last) and the run of values it reads.
+  int64_t value_lines = 0;
+  int64_t index_lines = segment_lines(first_row, num_rows + 1, line);
   for (int64_t r = 0; r < num_rows; ++r) {
     const int64_t end = row_ptr[first_row + r + 1];
     int64_t p = row_ptr[first_row + r];
+    int64_t first_index = end, last_index = -1;  // col_idx positions read
+    const auto read_index = [&](int64_t position) {
+      ++index_words;
+      first_index = std::min(first_index, position);
+      last_index = std::max(last_index, position);
+      return col_idx[position];
+    };
     if (first_col > 0 && p < end) {
       // Branch-free lower bound: ceil(log2 L) + 1 probes whatever the data.
       int64_t length = end - p;
       while (length > 1) {
         const int64_t half = length / 2;
-        ++index_words;
-        if (col_idx[p + half] < first_col) p += half;
+        if (read_index(p + half) < first_col) p += half;
         length -= half;
       }
-      ++index_words;
-      if (col_idx[p] < first_col) ++p;
+      if (read_index(p) < first_col) ++p;
     }
+    const int64_t first_value = p;
     for (; p < end; ++p) {
-      ++index_words;
-      const int64_t col = col_idx[p];
+      const int64_t col = read_index(p);
       if (col >= end_col) break;  // the stop word
       ++value_words;
       const int64_t a = r, b = col - first_col;  // stored (row, column) within the tile
       out[(transposed ? b : a) * dst_ld + (transposed ? a : b)] = static_cast<T>(values[p]);
     }
+    if (last_index >= 0) index_lines += segment_lines(first_index, last_index - first_index + 1, line);
+    value_lines += segment_lines(first_value, p - first_value, line);
   }
   if (ledger_ != nullptr) {
     ledger_->add_read(operand, WordKind::value, value_words);
     ledger_->add_read(operand, WordKind::index, index_words);
+    ledger_->add_read_lines(operand, WordKind::value, value_lines);
+    ledger_->add_read_lines(operand, WordKind::index, index_lines);
   }
 }
 
@@ -178,7 +195,7 @@ void FastMemory::store(Operand operand, const FastBuffer<T>& src, int64_t src_of
       for (int64_t c = 0; c < cols; ++c) out[c * dst.col_stride_] = static_cast<S>(in_row[c]);
     }
   }
-  if (ledger_ != nullptr) ledger_->add_write(operand, kind, rows * cols);
+  if (counted()) count_write(operand, kind, rows * cols, dst.tile_lines(row0, col0, rows, cols, line_words()));
 }
 
 }  // namespace spattn::io

@@ -51,7 +51,7 @@ WorkerMemories::WorkerMemories(int workers, int64_t cache_words, io::Ledger* led
   for (int worker = 0; worker < std::max(workers, 1); ++worker) {
     io::Ledger* own = nullptr;
     if (ledger != nullptr) {
-      ledgers_.push_back(std::make_unique<io::Ledger>());
+      ledgers_.push_back(std::make_unique<io::Ledger>(ledger->line_words()));
       own = ledgers_.back().get();
     }
     memories_.push_back(std::make_unique<io::FastMemory>(cache_words, own, schedule));

@@ -1,6 +1,9 @@
 #include <spattn/io.hpp>
 
+#include <spattn/error.hpp>
+
 #include <algorithm>
+#include <numeric>
 #include <cstdio>
 #include <sstream>
 
@@ -37,6 +40,32 @@ const char* operand_name(Operand operand) {
   return "?";
 }
 
+void check_line_words(const char* where, int64_t line_words) {
+  if (line_words < 1) fail(where, ": line_words = ", line_words, " must be at least 1");
+}
+
+int64_t chunked_lines(int64_t total, int64_t chunk, int64_t line_words) {
+  if (total <= 0) return 0;
+  const int64_t chunks = (total + chunk - 1) / chunk;
+  // Boundary j * chunk (j = 1 .. chunks - 1) falls on a line boundary exactly when j is a
+  // multiple of line_words / gcd(chunk, line_words); every other one splits a line in two.
+  const int64_t aligned_every = line_words / std::gcd(chunk, line_words);
+  return (total + line_words - 1) / line_words + (chunks - 1) - (chunks - 1) / aligned_every;
+}
+
+int64_t grid_lines(int64_t row_stride, int64_t col_stride, int64_t view_rows, int64_t view_cols,
+                   int64_t tile_rows, int64_t tile_cols, int64_t line_words) {
+  if (view_rows <= 0 || view_cols <= 0) return 0;
+  const bool column_vector = view_cols == 1 && row_stride == 1;
+  if (col_stride == 1 && !column_vector) return view_rows * chunked_lines(view_cols, tile_cols, line_words);
+  if (row_stride == 1) return view_cols * chunked_lines(view_rows, tile_rows, line_words);
+  return view_rows * view_cols;
+}
+
+Ledger::Ledger(int64_t line_words) : line_words_(line_words) {
+  check_line_words("Ledger", line_words);
+}
+
 Traffic Ledger::total() const {
   Traffic sum;
   for (const auto& per_kind : traffic_) {
@@ -51,9 +80,30 @@ Traffic Ledger::total(WordKind kind) const {
   return sum;
 }
 
+Traffic Ledger::total_lines() const {
+  Traffic sum;
+  for (const auto& per_kind : lines_) {
+    for (const auto& traffic : per_kind) sum += traffic;
+  }
+  return sum;
+}
+
+Traffic Ledger::total_lines(WordKind kind) const {
+  Traffic sum;
+  for (const auto& per_kind : lines_) sum += per_kind[static_cast<int>(kind)];
+  return sum;
+}
+
 Ledger& Ledger::operator+=(const Ledger& other) {
+  if (other.line_words_ != line_words_) {
+    fail("Ledger: cannot add a ledger of ", other.line_words_, "-word lines to one of ", line_words_,
+         "-word lines");
+  }
   for (int op = 0; op < kNumOperands; ++op) {
-    for (int kind = 0; kind < 2; ++kind) traffic_[op][kind] += other.traffic_[op][kind];
+    for (int kind = 0; kind < 2; ++kind) {
+      traffic_[op][kind] += other.traffic_[op][kind];
+      lines_[op][kind] += other.lines_[op][kind];
+    }
   }
   peak_resident_ = std::max(peak_resident_, other.peak_resident_);
   return *this;
@@ -61,25 +111,28 @@ Ledger& Ledger::operator+=(const Ledger& other) {
 
 std::string Ledger::report() const {
   std::ostringstream out;
-  char line[160];
-  std::snprintf(line, sizeof line, "%-8s %-6s %16s %16s\n", "operand", "kind", "reads", "writes");
+  char line[200];
+  std::snprintf(line, sizeof line, "%-8s %-6s %16s %16s %14s %14s\n", "operand", "kind", "reads",
+                "writes", "read lines", "write lines");
   out << line;
+  const auto row = [&](const char* name, const char* kind, const Traffic& words, const Traffic& lines) {
+    std::snprintf(line, sizeof line, "%-8s %-6s %16lld %16lld %14lld %14lld\n", name, kind,
+                  static_cast<long long>(words.reads), static_cast<long long>(words.writes),
+                  static_cast<long long>(lines.reads), static_cast<long long>(lines.writes));
+    out << line;
+  };
   for (int op = 0; op < kNumOperands; ++op) {
     for (int kind = 0; kind < 2; ++kind) {
-      const Traffic& t = traffic_[op][kind];
-      if (t.total() == 0) continue;
-      std::snprintf(line, sizeof line, "%-8s %-6s %16lld %16lld\n",
-                    operand_name(static_cast<Operand>(op)), kind == 0 ? "value" : "index",
-                    static_cast<long long>(t.reads), static_cast<long long>(t.writes));
-      out << line;
+      if (traffic_[op][kind].total() == 0 && lines_[op][kind].total() == 0) continue;
+      row(operand_name(static_cast<Operand>(op)), kind == 0 ? "value" : "index", traffic_[op][kind],
+          lines_[op][kind]);
     }
   }
   const Traffic sum = total();
-  std::snprintf(line, sizeof line, "%-8s %-6s %16lld %16lld\n", "total", "", static_cast<long long>(sum.reads),
-                static_cast<long long>(sum.writes));
-  out << line;
-  out << "I/O (reads + writes): " << sum.total() << " words; peak resident: " << peak_resident_
-      << " words\n";
+  const Traffic sum_lines = total_lines();
+  row("total", "", sum, sum_lines);
+  out << "I/O (reads + writes): " << sum.total() << " words, " << sum_lines.total() << " lines of "
+      << line_words_ << " words; peak resident: " << peak_resident_ << " words\n";
   return out.str();
 }
 

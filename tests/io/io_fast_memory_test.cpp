@@ -1,9 +1,13 @@
 // The fast-memory model: moves are counted exactly, residency is tracked, capacity is enforced.
 #include <spattn/io.hpp>
 
+#include <spattn/error.hpp>
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <string>
 #include <vector>
 
 using namespace spattn::io;
@@ -141,4 +145,111 @@ TEST(Ledger, SumsPerOperandAndKeepsTheLargerPeak) {
   EXPECT_EQ(a.total(WordKind::index).reads, 3);
   EXPECT_EQ(a.peak_resident(), 9);
   EXPECT_NE(a.report().find("mask     index"), std::string::npos) << a.report();
+}
+
+// ---- The line model (io.hpp: "Lines") ----------------------------------------------------------
+
+// segment_lines and chunked_lines against counting the distinct lines word by word.
+TEST(LineModel, RunsAndChunkedRowsCountTheirDistinctLines) {
+  EXPECT_EQ(segment_lines(0, 0, 16), 0);
+  EXPECT_EQ(segment_lines(0, 16, 16), 1);
+  EXPECT_EQ(segment_lines(15, 2, 16), 2);
+  EXPECT_EQ(segment_lines(3, 1, 1), 1);
+  for (int64_t line = 1; line <= 17; line += 4) {
+    for (int64_t total = 0; total <= 70; ++total) {
+      for (int64_t chunk = 1; chunk <= 40; chunk += 3) {
+        int64_t expected = 0;
+        for (int64_t start = 0; start < total; start += chunk) {
+          const int64_t end = std::min(total, start + chunk);
+          int64_t last_line = -1;
+          for (int64_t w = start; w < end; ++w) {
+            if (w / line != last_line) ++expected;
+            last_line = w / line;
+          }
+        }
+        ASSERT_EQ(chunked_lines(total, chunk, line), expected)
+            << "total " << total << " chunk " << chunk << " L " << line;
+      }
+    }
+  }
+}
+
+// The rule on a 5 x 20 row-major array with L = 8: a tile costs, per row, the lines its columns
+// span; its transposed view costs the same; a vector is one run; a view with no unit stride costs
+// a line per word. grid_lines is the sum over a grid of tiles.
+TEST(LineModel, TileLinesFollowTheStatedRule) {
+  std::vector<float> slow(5 * 20);
+  const auto matrix = SlowMatrix<const float>::dense(slow.data(), 5, 20);
+  EXPECT_EQ(matrix.tile_lines(1, 6, 3, 4, 8), 3 * 2);              // columns 6..9: lines 0, 1
+  EXPECT_EQ(matrix.transposed().tile_lines(6, 1, 4, 3, 8), 3 * 2);  // the same words
+  EXPECT_EQ(matrix.tile_lines(0, 0, 5, 20, 8), 5 * 3);
+  const auto vector = SlowMatrix<const float>::dense(slow.data(), 100, 1);
+  EXPECT_EQ(vector.tile_lines(6, 0, 4, 1, 8), 2);
+  EXPECT_EQ(vector.transposed().tile_lines(0, 6, 1, 4, 8), 2);
+  const SlowMatrix<const float> strided(slow.data(), 5, 5, 20, 4);  // every 4th column
+  EXPECT_EQ(strided.tile_lines(0, 0, 2, 3, 8), 6);
+  EXPECT_EQ(matrix.tile_lines(0, 0, 0, 4, 8), 0);
+  for (const int64_t tile_rows : {1, 2, 5}) {
+    for (const int64_t tile_cols : {1, 3, 8, 20}) {
+      for (const auto& view : {matrix, matrix.transposed(), vector, vector.transposed()}) {
+        int64_t sum = 0;
+        for (int64_t r = 0; r < view.rows(); r += tile_rows) {
+          for (int64_t c = 0; c < view.cols(); c += tile_cols) {
+            sum += view.tile_lines(r, c, std::min(tile_rows, view.rows() - r),
+                                   std::min(tile_cols, view.cols() - c), 8);
+          }
+        }
+        const bool transposed = view.rows() != 5 && view.rows() != 100;
+        const int64_t row_stride = transposed ? 1 : view.cols();
+        const int64_t col_stride = transposed ? view.rows() : 1;
+        EXPECT_EQ(grid_lines(row_stride, col_stride, view.rows(), view.cols(), tile_rows, tile_cols, 8), sum)
+            << view.rows() << " x " << view.cols() << " tiles " << tile_rows << " x " << tile_cols;
+      }
+    }
+  }
+}
+
+// FastMemory books the lines of every move beside its words, in the ledger's line size; the one-
+// word moves cost a line each; a CSR tile costs its row pointers' run and, per row, the runs of
+// column indices and values it read.
+TEST(LineModel, FastMemoryCountsTheLinesOfEveryMove) {
+  std::vector<float> slow(6 * 32, 1.0f);
+  const auto matrix = SlowMatrix<float>::dense(slow.data(), 6, 32);
+  Ledger ledger(16);
+  FastMemory fast(1000, &ledger, "test");
+  auto tile = fast.allocate<float>(6 * 32, "tile");
+  fast.load(Operand::q, SlowMatrix<const float>::dense(slow.data(), 6, 32), 0, 8, 6, 16, tile, 0, 16);
+  EXPECT_EQ(ledger.lines(Operand::q, WordKind::value).reads, 6 * 2);  // columns 8..23
+  fast.store(Operand::o, tile, 0, 16, matrix, 2, 16, 3, 16);
+  EXPECT_EQ(ledger.lines(Operand::o, WordKind::value).writes, 3);
+  fast.load_word(Operand::mask, SlowMatrix<const float>::dense(slow.data(), 6, 32), 1, 1, tile, 0,
+                 WordKind::index);
+  EXPECT_EQ(ledger.lines(Operand::mask, WordKind::index).reads, 1);
+  EXPECT_EQ(ledger.total_lines().total(), 12 + 3 + 1);
+
+  // CSR: a 3 x 40 matrix, rows holding columns {0..19}, {}, {5, 30}; the tile is columns [0, 40).
+  const std::vector<int64_t> row_ptr = {0, 20, 20, 22};
+  std::vector<int64_t> col_idx(20);
+  std::iota(col_idx.begin(), col_idx.end(), 0);
+  col_idx.push_back(5);
+  col_idx.push_back(30);
+  const std::vector<float> values(22, 2.0f);
+  const sparse_formats::CsrMatrixView<int64_t, float> csr{{3, 40, row_ptr.data(), col_idx.data()}, values.data()};
+  Ledger csr_ledger(16);
+  FastMemory csr_fast(200, &csr_ledger, "test");
+  auto dense = csr_fast.allocate<float>(3 * 40, "dense");
+  csr_fast.load(Operand::k, SlowMatrix<const float>::csr(csr), 0, 0, 3, 40, dense, 0, 40);
+  // Row pointers [0, 4): 1 line; row 0 indices and values [0, 20): 2 lines each; row 2 [20, 22):
+  // 1 line each.
+  EXPECT_EQ(csr_ledger.lines(Operand::k, WordKind::index).reads, 1 + 2 + 1);
+  EXPECT_EQ(csr_ledger.lines(Operand::k, WordKind::value).reads, 2 + 1);
+}
+
+TEST(LineModel, BadLineSizesAndMixedLedgersAreRefused) {
+  EXPECT_THROW(Ledger(0), spattn::InvalidArgument);
+  Ledger a(16), b(8);
+  EXPECT_THROW(a += b, spattn::InvalidArgument);
+  a.add_read_lines(Operand::q, WordKind::value, 3);
+  a.add_read(Operand::q, WordKind::value, 40);
+  EXPECT_NE(a.report().find("3 lines of 16 words"), std::string::npos);
 }
