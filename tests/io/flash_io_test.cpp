@@ -28,6 +28,10 @@ using spattn::testing::count_flash_forward;
 using spattn::testing::HeadFixture;
 
 IoCount counted(const Ledger& ledger) { return {ledger.reads(), ledger.writes()}; }
+IoCount counted_lines(const Ledger& ledger) {
+  const auto lines = ledger.total_lines();
+  return {lines.reads, lines.writes};
+}
 
 std::string describe(const HeadShape& s, int64_t cache_words) {
   return "n_q " + std::to_string(s.seqlen_q) + ", n_k " + std::to_string(s.seqlen_k) + ", d " +
@@ -64,6 +68,7 @@ void check_counts(HeadFixture& head, const HeadShape& s, int64_t cache_words) {
   const FlashTiles fwd = flash_tiles(s, cache_words, Pass::forward);
   const Ledger fwd_ledger = count_flash_forward(head, fwd, cache_words);
   EXPECT_EQ(counted(fwd_ledger), predict_flash_forward(s, fwd));
+  EXPECT_EQ(counted_lines(fwd_ledger), predict_dense_forward_lines(s, fwd, fwd_ledger.line_words()));
   EXPECT_EQ(fwd_ledger.peak_resident(), flash_resident_words(s, fwd, Pass::forward));
   EXPECT_LE(fwd_ledger.peak_resident(), cache_words);
   if (fwd.block_q < s.seqlen_q) {
@@ -74,6 +79,7 @@ void check_counts(HeadFixture& head, const HeadShape& s, int64_t cache_words) {
   const FlashTiles bwd = flash_tiles(s, cache_words, Pass::backward);
   const Ledger bwd_ledger = count_flash_backward(head, bwd, cache_words);
   EXPECT_EQ(counted(bwd_ledger), predict_flash_backward(s, bwd));
+  EXPECT_EQ(counted_lines(bwd_ledger), predict_dense_backward_lines(s, bwd, bwd_ledger.line_words()));
   EXPECT_EQ(bwd_ledger.peak_resident(), flash_resident_words(s, bwd, Pass::backward));
   EXPECT_LE(bwd_ledger.peak_resident(), cache_words);
   if (bwd.block_q < s.seqlen_q) {
@@ -155,6 +161,49 @@ TEST(FlashIo, CountedEqualsPredictedOnRectangularAndEmptyShapes) {
     HeadFixture head(s);
     for (const int64_t cache_words : cache_sizes(s, 4)) check_counts(head, s, cache_words);
   }
+}
+
+// Lines of other sizes, and tiles that start inside lines: L = 1 counts words, L = 3 and 32 split
+// rows and vectors across lines.
+TEST(FlashIo, CountedLinesEqualPredictedForEveryLineSize) {
+  const HeadShape shapes[] = {{97, 257, 8, 24}, {257, 7, 16, 3}, {7, 97, 1, 64}, {64, 64, 64, 64},
+                              {33, 20, 1, 128}, {7, 0, 8, 8}};
+  for (const HeadShape& s : shapes) {
+    HeadFixture head(s);
+    for (const int64_t line_words : {1, 3, 32}) {
+      for (const int64_t cache_words : cache_sizes(s, 3)) {
+        SCOPED_TRACE(describe(s, cache_words) + ", L " + std::to_string(line_words));
+        const FlashTiles fwd = flash_tiles(s, cache_words, Pass::forward);
+        const FlashTiles bwd = flash_tiles(s, cache_words, Pass::backward);
+        const Ledger f = count_flash_forward(head, fwd, cache_words, line_words);
+        const Ledger b = count_flash_backward(head, bwd, cache_words, line_words);
+        EXPECT_EQ(counted_lines(f), predict_dense_forward_lines(s, fwd, line_words));
+        EXPECT_EQ(counted_lines(b), predict_dense_backward_lines(s, bwd, line_words));
+        if (line_words == 1) {
+          EXPECT_EQ(counted_lines(f), counted(f));
+          EXPECT_EQ(counted_lines(b), counted(b));
+        }
+      }
+    }
+  }
+}
+
+// By hand: n = 20, d = e = 16, L = 16, tiles 8 x 8. Forward: Q 20 rows of one line; K and V 20 rows
+// each per query tile (3 tiles); O 20 lines; LSE runs [0, 8), [8, 16), [16, 20): 1 + 1 + 1 lines.
+TEST(FlashIo, LinesByHand) {
+  const HeadShape s{20, 20, 16, 16};
+  HeadFixture head(s);
+  const FlashTiles tiles{8, 8, 0, 0};
+  const Ledger f = count_flash_forward(head, tiles, 10000, 16);
+  EXPECT_EQ(f.lines(Operand::q, WordKind::value).reads, 20);
+  EXPECT_EQ(f.lines(Operand::k, WordKind::value).reads, 3 * 20);
+  EXPECT_EQ(f.lines(Operand::o, WordKind::value).writes, 20);
+  EXPECT_EQ(f.lines(Operand::lse, WordKind::value).writes, 3);
+  // L = 6: a 16-word row spans 3 lines; the LSE runs [0, 8), [8, 16), [16, 20) span lines 0-1,
+  // 1-2 and 2-3: 2 + 2 + 2.
+  const Ledger g = count_flash_forward(head, tiles, 10000, 6);
+  EXPECT_EQ(g.lines(Operand::q, WordKind::value).reads, 20 * 3);
+  EXPECT_EQ(g.lines(Operand::lse, WordKind::value).writes, 2 + 2 + 2);
 }
 
 TEST(FlashIo, EmptySequencesReadNothing) {

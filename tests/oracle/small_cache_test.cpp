@@ -229,7 +229,7 @@ TEST(SmallCacheDeathTest, TilesForAnotherPassOrShapeAreAssertedAgainst) {
 TEST(SmallCache, FastMemorySmallerThanTheTilesIsRefusedBeforeAnythingIsWritten) {
   HeadFixture p(HeadShape{6, 5, 4, 3}, 1, 7.0f);  // outputs at 7: nothing may change them
   const auto tiles = small_cache_tiles(p.shape, 100, Pass::forward);
-  FastMemory fast(60, nullptr, "test");
+  FastMemory fast(small_cache_fast_words(tiles) - 1, nullptr, "test");
   EXPECT_TRUE(contains(message_of<spattn::RuntimeError>(
                            [&] { small_cache_forward(fast, p.forward(), tiles); }),
                        "small_cache_forward: the tiles need"));

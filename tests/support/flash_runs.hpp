@@ -37,4 +37,18 @@ inline io::Ledger count_flash_backward(HeadFixture& head, const schedules::Flash
   return ledger;
 }
 
+// The same, counted in lines of `line_words` words (the dense schedule).
+inline io::Ledger count_flash_forward(HeadFixture& head, const schedules::FlashTiles& tiles, int64_t cache_words,
+                                      int64_t line_words) {
+  io::Ledger ledger(line_words);
+  run_flash_forward(head, tiles, cache_words, nullptr, &ledger);
+  return ledger;
+}
+inline io::Ledger count_flash_backward(HeadFixture& head, const schedules::FlashTiles& tiles, int64_t cache_words,
+                                       int64_t line_words) {
+  io::Ledger ledger(line_words);
+  run_flash_backward(head, tiles, cache_words, nullptr, &ledger);
+  return ledger;
+}
+
 }  // namespace spattn::testing

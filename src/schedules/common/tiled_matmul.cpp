@@ -39,8 +39,40 @@ IoCount predict_tiled_matmul(int64_t a, int64_t k, int64_t b, const MatmulTiles&
   return count;
 }
 
+namespace {
+
+// io::grid_lines of a rows x cols view of a dense row-major array, or of the transposed view of a
+// row-major (cols, rows) array.
+int64_t view_grid_lines(bool transposed, int64_t rows, int64_t cols, int64_t tile_rows,
+                        int64_t tile_cols, int64_t line_words) {
+  return io::grid_lines(transposed ? 1 : cols, transposed ? rows : 1, rows, cols, tile_rows, tile_cols,
+                        line_words);
+}
+
+}  // namespace
+
+IoCount predict_tiled_matmul_lines(int64_t a, int64_t k, int64_t b, const MatmulTiles& tiles,
+                                   MatmulLayout layout, int64_t line_words, bool accumulate) {
+  check_tiles("predict_tiled_matmul_lines", tiles);
+  io::check_line_words("predict_tiled_matmul_lines", line_words);
+  const int64_t row_blocks = ceil_div(a, tiles.tile_m);
+  const int64_t col_blocks = ceil_div(b, tiles.tile_n);
+  const bool retain = tiles.tile_k >= k;
+  const int64_t c_lines = view_grid_lines(false, a, b, tiles.tile_m, tiles.tile_n, line_words);
+  IoCount count;
+  count.reads = row_blocks * view_grid_lines(layout.b_transposed, k, b, tiles.tile_k, tiles.tile_n, line_words);
+  if (col_blocks > 0) {
+    count.reads += (retain ? 1 : col_blocks) *
+                   view_grid_lines(layout.a_transposed, a, k, tiles.tile_m, tiles.tile_k, line_words);
+  }
+  if (accumulate) count.reads += c_lines;
+  count.writes = c_lines;
+  return count;
+}
+
 MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_words,
-                                int64_t row_words) {
+                                int64_t row_words, MatmulLayout layout, int64_t line_words) {
+  io::check_line_words("choose_matmul_tiles", line_words);
   if (a < 0 || k < 0 || b < 0 || row_words < 0) {
     fail("choose_matmul_tiles: sizes must be non-negative, got a ", a, ", k ", k, ", b ", b,
          ", row_words ", row_words);
@@ -57,45 +89,77 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
   const int64_t max_k = std::max<int64_t>(k, 1);
 
   MatmulTiles best;
+  int64_t best_lines = -1;
   int64_t best_reads = -1;
-  // Among tiles of equal reads, the one with the longer chunk, then the larger tile: a longer
-  // chunk lets the kernel keep each output in a register over more of k (a chunk of 1 adds every
-  // product term to the C tile in memory), and costs no words.
-  const auto better = [&](const MatmulTiles& tiles, int64_t reads) {
-    if (best_reads < 0 || reads != best_reads) return best_reads < 0 || reads < best_reads;
+  // Fewest lines, then fewest word reads; among tiles equal in both, the one with the longer
+  // chunk, then the larger tile: a longer chunk lets the kernel keep each output in a register
+  // over more of k (a chunk of 1 adds every product term to the C tile in memory), and costs
+  // nothing.
+  const auto better = [&](const MatmulTiles& tiles, int64_t lines, int64_t reads) {
+    if (best_lines < 0) return true;
+    if (lines != best_lines) return lines < best_lines;
+    if (reads != best_reads) return reads < best_reads;
     if (tiles.tile_k != best.tile_k) return tiles.tile_k > best.tile_k;
     return tiles.tile_m * tiles.tile_n > best.tile_m * best.tile_n;
   };
-  const auto consider = [&](MatmulTiles tiles) {
-    // The same numbers of row and column blocks with tiles split evenly: the same reads (they
-    // depend only on those counts and on retention, which a longer chunk keeps), and the memory
-    // freed goes to the chunk.
-    tiles.tile_m = ceil_div(max_m, ceil_div(max_m, tiles.tile_m));
-    tiles.tile_n = ceil_div(max_n, ceil_div(max_n, tiles.tile_n));
-    const int64_t avail = cache_words - row_words * tiles.tile_m;
-    tiles.tile_k = std::min(max_k, std::max(tiles.tile_k, (avail - tiles.tile_m * tiles.tile_n) /
-                                                              (tiles.tile_m + tiles.tile_n)));
+  const auto evaluate = [&](const MatmulTiles& tiles) {
     const int64_t reads = predict_tiled_matmul(a, k, b, tiles).reads;
-    if (better(tiles, reads)) {
+    const int64_t lines = line_words == 1
+                              ? reads
+                              : predict_tiled_matmul_lines(a, k, b, tiles, layout, line_words).total();
+    if (better(tiles, lines, reads)) {
       best = tiles;
+      best_lines = lines;
       best_reads = reads;
     }
   };
-  // For each tile height, the widest tile that fits is the best of that height (reads never grow
-  // with tile_n). Two chunk policies: the shortest chunk (widest tile; the chunk then takes what
-  // is left), and the whole of k (the A panel stays resident across the row block).
+  // The chunk takes the memory the tile and the hooks leave, up to all of k.
+  const auto fill_chunk = [&](MatmulTiles tiles) {
+    const int64_t avail = cache_words - row_words * tiles.tile_m;
+    tiles.tile_k = std::min(max_k, std::max(tiles.tile_k, (avail - tiles.tile_m * tiles.tile_n) /
+                                                              (tiles.tile_m + tiles.tile_n)));
+    return tiles;
+  };
+  // A side rounded down to whole lines, where it is at least a line and not the whole matrix.
+  const auto whole_lines = [&](int64_t side, int64_t whole) {
+    return side >= line_words && side < whole ? side / line_words * line_words : side;
+  };
+  const auto consider = [&](MatmulTiles tiles) {
+    // The same numbers of row and column blocks with tiles split evenly: the same word reads
+    // (they depend only on those counts and on retention, which a longer chunk keeps), and the
+    // memory freed goes to the chunk.
+    MatmulTiles even = tiles;
+    even.tile_m = ceil_div(max_m, ceil_div(max_m, tiles.tile_m));
+    even.tile_n = ceil_div(max_n, ceil_div(max_n, tiles.tile_n));
+    evaluate(fill_chunk(even));
+    if (line_words == 1) return;
+    // Lines also depend on where the tiles start: the tile as it is, with its chunk in whole
+    // lines too.
+    evaluate(tiles);
+    MatmulTiles lined = tiles;
+    lined.tile_k = whole_lines(tiles.tile_k, max_k);
+    evaluate(lined);
+  };
+  // For each tile height, the widest tile that fits is the best of that height in words (reads
+  // never grow with tile_n); in lines, that width rounded down to whole lines too. Two chunk
+  // policies: the shortest chunk (widest tile; the chunk then takes what is left), and the whole
+  // of k (the A panel stays resident across the row block).
   for (int64_t tile_m = 1; tile_m <= std::min(max_m, cache_words); ++tile_m) {
     const int64_t avail = cache_words - row_words * tile_m;
     // tile_m * tile_n + tile_m * 1 + 1 * tile_n <= avail
     int64_t tile_n = (avail - tile_m) / (tile_m + 1);
     if (tile_n < 1) break;  // a taller tile fits even less
     tile_n = std::min(tile_n, max_n);
-    const int64_t tile_k =
-        std::min(max_k, (avail - tile_m * tile_n) / (tile_m + tile_n));
-    consider({tile_m, tile_n, tile_k});
     // tile_m * tile_n + tile_m * k + k * tile_n <= avail
     const int64_t panel_n = (avail - tile_m * max_k) / (tile_m + max_k);
-    if (panel_n >= 1) consider({tile_m, std::min(panel_n, max_n), max_k});
+    for (const int64_t width : {tile_n, whole_lines(tile_n, max_n)}) {
+      consider(fill_chunk({tile_m, width, 1}));
+      if (panel_n >= 1) {
+        const int64_t panel_width = std::min(panel_n, max_n);
+        consider({tile_m, width == tile_n ? panel_width : whole_lines(panel_width, max_n), max_k});
+      }
+      if (line_words == 1) break;
+    }
   }
   return best;
 }

@@ -18,6 +18,15 @@
 // Fast memory: tile_m * tile_n + tile_m * tile_k + tile_k * tile_n words, plus what the hooks
 // allocate (the caller allocates those before the call).
 //
+// Lines moved (io.hpp's line model, lines of L words), exactly, for operands that are dense
+// row-major arrays or transposed views of one (MatmulLayout), with G(view, tile) = io::grid_lines
+// over the view tiled by the tile:
+//   reads  = na * G(op(B), tile_k x tile_n) + (retain ? 1 : nb) * G(op(A), tile_m x tile_k)
+//            + (accumulate ? G(C, tile_m x tile_n) : 0)
+//   writes = G(C, tile_m x tile_n)
+// A row-major view's tile costs rows * (lines its columns span); a transposed one's cols * (lines
+// its rows span). Tiles whose contiguous side is a multiple of L cost words / L.
+//
 // Hooks fuse elementwise steps into the product where that saves passes over slow memory: a
 // transform of each loaded A chunk (P = exp(S - lse) as S is loaded), and an epilogue on
 // each finished output tile before it is stored (dS = P ∘ (dP - D) as dP is finished). Their own
@@ -36,6 +45,13 @@ struct MatmulTiles {
   int64_t tile_m = 1;  // output tile rows
   int64_t tile_n = 1;  // output tile columns
   int64_t tile_k = 1;  // inner-dimension chunk
+};
+
+// How op(A) and op(B) lie in slow memory, for the line counts: a dense row-major array, or the
+// transposed view of one (K^T in S = Q K^T, dS^T in dK = dS^T Q). C is row-major.
+struct MatmulLayout {
+  bool a_transposed = false;
+  bool b_transposed = false;
 };
 
 struct MatmulInput {
@@ -86,20 +102,30 @@ int64_t tiled_matmul_fast_words(const MatmulTiles& tiles);
 // and `row_words` per tile row for the caller's hooks.
 inline int64_t tiled_matmul_min_cache_words(int64_t row_words = 0) { return 3 + row_words; }
 
-// The tiles minimizing the predicted reads among all that fit in `cache_words` together with
-// `row_words` words per tile row kept by hooks (tile_m * (tile_n + tile_k + row_words) +
-// tile_k * tile_n <= cache_words). For a square-ish product with M well below a * b this is
+// The tiles minimizing the predicted lines moved (reads and writes, lines of `line_words` words
+// with the operands laid out as `layout` says), then the predicted word reads, among all that fit
+// in `cache_words` together with `row_words` words per tile row kept by hooks
+// (tile_m * (tile_n + tile_k + row_words) + tile_k * tile_n <= cache_words). With line_words 1
+// lines are words, so this is the tiles minimizing the reads. For a square-ish product with M well below a * b this is
 // tile_m ~ tile_n ~ sqrt(M); when k is short (M > k^2 / 4) it keeps the A panel resident; when b
 // is narrow the tile is b wide and about as tall as fits. Tiles are split evenly (the same numbers
 // of blocks, so the same reads, with the memory left over given to the chunk), and ties go to the
 // longer chunk, then the larger tile: the kernels keep outputs in registers over a chunk. Throws
 // InvalidArgument naming the minimum when cache_words is below it.
+// With line_words > 1 the tiles whose sides are the widest that fit rounded down to a multiple of
+// line_words are candidates too, so that a tile's rows are whole lines where that is cheaper.
 MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_words,
-                                int64_t row_words = 0);
+                                int64_t row_words = 0, MatmulLayout layout = {},
+                                int64_t line_words = 1);
 
 // The exact words tiled_matmul moves (formula above); hooks' own moves excluded.
 IoCount predict_tiled_matmul(int64_t a, int64_t k, int64_t b, const MatmulTiles& tiles,
                              bool accumulate = false);
+
+// The exact lines tiled_matmul moves (formula above) with its operands laid out as `layout` says;
+// hooks' own moves excluded.
+IoCount predict_tiled_matmul_lines(int64_t a, int64_t k, int64_t b, const MatmulTiles& tiles,
+                                   MatmulLayout layout, int64_t line_words, bool accumulate = false);
 
 // Runs the schedule. Throws InvalidArgument on inconsistent shapes or tiles below 1 (nothing
 // written), RuntimeError from FastMemory when the buffers do not fit.

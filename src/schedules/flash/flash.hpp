@@ -107,6 +107,13 @@ IoCount predict_flash_forward(const HeadShape& shape, const FlashTiles& tiles,
 IoCount predict_flash_backward(const HeadShape& shape, const FlashTiles& tiles,
                                const FlashMask* mask = nullptr);
 
+// The dense schedule's exact lines of `line_words` words (io.hpp's rule; docs/io_model.md), for
+// operands that are dense row-major arrays of their head (row stride = width): every tile of Q,
+// K, V, O, dO and the gradients is whole rows, ceil(width / L) lines each, and LSE and D move as
+// runs of a vector. O(1). Throws like predict_flash_*.
+IoCount predict_dense_forward_lines(const HeadShape& shape, const FlashTiles& tiles, int64_t line_words);
+IoCount predict_dense_backward_lines(const HeadShape& shape, const FlashTiles& tiles, int64_t line_words);
+
 // Value words (Q, K, V, O, ... entries) and index words (mask structure: tile lists and in-tile
 // bits, io::Operand::mask) predicted apart. indices is zero when mask == nullptr.
 struct FlashWords {

@@ -243,6 +243,56 @@ IoCount predict_dense_backward(const HeadShape& shape, const FlashTiles& tiles) 
 
 }  // namespace flash_detail
 
+namespace {
+
+// Lines of a dense row-major rows x width operand moved as tiles of `tile` whole rows: each row
+// costs ceil(width / L) lines, except that a width-1 operand is a vector (runs of `tile` words).
+int64_t rows_lines(int64_t rows, int64_t width, int64_t tile, int64_t line_words) {
+  return io::grid_lines(width, 1, rows, width, tile, width, line_words);
+}
+
+}  // namespace
+
+IoCount predict_dense_forward_lines(const HeadShape& shape, const FlashTiles& tiles, int64_t line_words) {
+  using namespace flash_detail;
+  check_shape(shape, "predict_dense_forward_lines");
+  check_tiles(tiles, Pass::forward, "predict_dense_forward_lines");
+  io::check_line_words("predict_dense_forward_lines", line_words);
+  const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k, L = line_words;
+  const int64_t d = shape.head_dim, e = shape.head_dim_v, bq = tiles.block_q, bk = tiles.block_k;
+  IoCount count;
+  count.writes = rows_lines(n_q, e, bq, L) + io::chunked_lines(n_q, bq, L);  // O, LSE
+  if (n_k == 0) return count;
+  count.reads = rows_lines(n_q, d, bq, L) +
+                num_tiles(n_q, bq) * (rows_lines(n_k, d, bk, L) + rows_lines(n_k, e, bk, L));
+  return count;
+}
+
+IoCount predict_dense_backward_lines(const HeadShape& shape, const FlashTiles& tiles, int64_t line_words) {
+  using namespace flash_detail;
+  check_shape(shape, "predict_dense_backward_lines");
+  check_tiles(tiles, Pass::backward, "predict_dense_backward_lines");
+  io::check_line_words("predict_dense_backward_lines", line_words);
+  const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k, L = line_words;
+  const int64_t d = shape.head_dim, e = shape.head_dim_v;
+  const int64_t bq = tiles.block_q, bk = tiles.block_k;
+  const int64_t cq = tiles.dkdv_block_q, ck = tiles.dkdv_block_k;
+  const int64_t gradients = rows_lines(n_k, d, ck, L) + rows_lines(n_k, e, ck, L) + rows_lines(n_q, d, bq, L);
+  if (n_q == 0 || n_k == 0) return {0, gradients};  // zero gradients; D is neither needed nor written
+  IoCount count;
+  count.writes = gradients + io::chunked_lines(n_q, bq, L);  // + D
+  // D pre-pass: O, dO per query tile of bq rows.
+  count.reads = 2 * rows_lines(n_q, e, bq, L);
+  // dK/dV pass: K, V per key tile; Q, dO, LSE and D per query tile it visits.
+  count.reads += rows_lines(n_k, d, ck, L) + rows_lines(n_k, e, ck, L) +
+                 num_tiles(n_k, ck) * (rows_lines(n_q, d, cq, L) + rows_lines(n_q, e, cq, L) +
+                                       2 * io::chunked_lines(n_q, cq, L));
+  // dQ pass: Q, dO, LSE and D per query tile; K, V per key tile it visits.
+  count.reads += rows_lines(n_q, d, bq, L) + rows_lines(n_q, e, bq, L) + 2 * io::chunked_lines(n_q, bq, L) +
+                 num_tiles(n_q, bq) * (rows_lines(n_k, d, bk, L) + rows_lines(n_k, e, bk, L));
+  return count;
+}
+
 HeadShape head_shape(const HeadForward& problem) {
   return {problem.q.rows(), problem.k.rows(), problem.q.cols(), problem.v.cols()};
 }

@@ -35,6 +35,7 @@ struct SmallCacheTiles {
   Pass pass = Pass::forward;
   HeadShape shape;          // the problem they were chosen for (the schedules check it)
   int64_t cache_words = 0;  // M they were chosen for
+  int64_t line_words = 1;   // L they were chosen for (io.hpp's line model)
   MatmulTiles scores;       // S (forward) or P (backward) = scale Q K^T: (m, d) x (d, n)
   MatmulTiles output;       // forward: O = P V: (m, n) x (n, d_v)
   MatmulTiles d_scores;     // backward: dP = dO V^T -> dS: (m, d_v) x (d_v, n)
@@ -51,10 +52,12 @@ struct SmallCacheTiles {
 int64_t small_cache_min_cache_words(const HeadShape& shape, Pass pass);
 
 // Chooses every tile of the pass for fast memory of `cache_words` words: each product gets the
-// tiles minimizing its predicted reads (choose_matmul_tiles), t ~ sqrt(M) in the small-cache
-// regime. Throws InvalidArgument stating the minimum when cache_words is below it, or when the
-// shape has a negative size.
-SmallCacheTiles small_cache_tiles(const HeadShape& shape, int64_t cache_words, Pass pass);
+// tiles minimizing its predicted lines of `line_words` words, then its word reads
+// (choose_matmul_tiles), t ~ sqrt(M) in the small-cache regime, with the sides along the arrays'
+// rows in whole lines where that is cheaper. Throws InvalidArgument stating the minimum when
+// cache_words is below it, when the shape has a negative size, or when line_words < 1.
+SmallCacheTiles small_cache_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
+                                  int64_t line_words = io::kDefaultLineWords);
 
 // The most words the schedule ever holds in fast memory with these tiles (<= cache_words).
 int64_t small_cache_fast_words(const SmallCacheTiles& tiles);
@@ -67,6 +70,13 @@ int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass);
 // Exact words moved (closed form; docs/small_cache.md). `shape` must be tiles.shape.
 IoCount predict_small_cache_forward(const HeadShape& shape, const SmallCacheTiles& tiles);
 IoCount predict_small_cache_backward(const HeadShape& shape, const SmallCacheTiles& tiles);
+// Exact lines moved, lines of `line_words` words (io.hpp's rule; docs/io_model.md), for operands
+// that are dense row-major arrays of their head (row stride = width), as contiguous (batch, heads,
+// seqlen, head_dim) tensors give.
+IoCount predict_small_cache_forward_lines(const HeadShape& shape, const SmallCacheTiles& tiles,
+                                          int64_t line_words);
+IoCount predict_small_cache_backward_lines(const HeadShape& shape, const SmallCacheTiles& tiles,
+                                           int64_t line_words);
 
 // The schedules. Scratch slow memory for the n x n intermediates (S; P and dS) is owned by the
 // call. Throw InvalidArgument when the operands' shapes disagree with each other; tiles chosen

@@ -12,6 +12,23 @@
 namespace spattn::schedules {
 namespace {
 
+// How the products' operands lie (small_cache.hpp): S = Q K^T and dP = dO V^T read B transposed;
+// dK = dS^T Q and dV = P^T dO read A transposed; O = P V and dQ = dS K read both row-major.
+constexpr MatmulLayout kScoresLayout{false, true};
+constexpr MatmulLayout kRowMajor{false, false};
+constexpr MatmulLayout kTransposedA{true, false};
+
+// Lines of a vector of `length` words moved in consecutive chunks of `chunk` (LSE, D).
+int64_t vector_lines(int64_t length, int64_t chunk, int64_t line_words) {
+  return io::chunked_lines(length, chunk, line_words);
+}
+
+// Lines of a dense row-major rows x cols array moved as the grid of tile_rows x tile_cols tiles.
+int64_t row_major_lines(int64_t rows, int64_t cols, int64_t tile_rows, int64_t tile_cols,
+                        int64_t line_words) {
+  return io::grid_lines(cols, 1, rows, cols, tile_rows, tile_cols, line_words);
+}
+
 void check_shape(const char* where, const HeadShape& shape) {
   if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
     fail(where, ": sizes must be non-negative, got seqlen_q ", shape.seqlen_q, ", seqlen_k ",
@@ -56,8 +73,10 @@ int64_t small_cache_min_cache_words(const HeadShape& shape, Pass pass) {
                                : tiled_matmul_min_cache_words(kBackwardScoresRowWords);
 }
 
-SmallCacheTiles small_cache_tiles(const HeadShape& shape, int64_t cache_words, Pass pass) {
+SmallCacheTiles small_cache_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
+                                  int64_t line_words) {
   check_shape("small_cache_tiles", shape);
+  io::check_line_words("small_cache_tiles", line_words);
   const int64_t minimum = small_cache_min_cache_words(shape, pass);
   if (cache_words < minimum) {
     fail("small_cache_tiles: fast memory M = ", cache_words, " words is below the minimum of ",
@@ -73,19 +92,26 @@ SmallCacheTiles small_cache_tiles(const HeadShape& shape, int64_t cache_words, P
   tiles.pass = pass;
   tiles.shape = shape;
   tiles.cache_words = cache_words;
+  tiles.line_words = line_words;
+  const int64_t line = line_words;
+  // The tiles get half of M when lines are counted: every tile is a copy, and a copy moves the
+  // lines it reads through the cache beside the tile it fills, so a step holds about twice its
+  // tiles' words (docs/io_model.md, "Headroom"). With words alone (L = 1) the model's M is the
+  // tiles'. Never below the schedule's minimum.
+  const int64_t budget = line > 1 ? std::max(minimum, cache_words / 2) : cache_words;
   if (pass == Pass::forward) {
-    tiles.scores = choose_matmul_tiles(m, d, n, cache_words, kForwardScoresRowWords);
-    tiles.output = choose_matmul_tiles(m, n, dv, cache_words, kForwardOutputRowWords);
+    tiles.scores = choose_matmul_tiles(m, d, n, budget, kForwardScoresRowWords, kScoresLayout, line);
+    tiles.output = choose_matmul_tiles(m, n, dv, budget, kForwardOutputRowWords, kRowMajor, line);
     return tiles;
   }
-  tiles.scores = choose_matmul_tiles(m, d, n, cache_words, kBackwardScoresRowWords);
-  tiles.d_scores = choose_matmul_tiles(m, dv, n, cache_words, kBackwardDScoresRowWords);
-  tiles.dq = choose_matmul_tiles(m, n, d, cache_words);
-  tiles.dk = choose_matmul_tiles(n, m, d, cache_words);
-  tiles.dv = choose_matmul_tiles(n, m, dv, cache_words);
+  tiles.scores = choose_matmul_tiles(m, d, n, budget, kBackwardScoresRowWords, kScoresLayout, line);
+  tiles.d_scores = choose_matmul_tiles(m, dv, n, budget, kBackwardDScoresRowWords, kScoresLayout, line);
+  tiles.dq = choose_matmul_tiles(m, n, d, budget, 0, kRowMajor, line);
+  tiles.dk = choose_matmul_tiles(n, m, d, budget, 0, kTransposedA, line);
+  tiles.dv = choose_matmul_tiles(n, m, dv, budget, 0, kTransposedA, line);
   // D pass: a rows x cols chunk of dO and of O and one sum per row, 2 rows cols + rows <= M.
-  tiles.delta_cols = std::min(std::max<int64_t>(dv, 1), (cache_words - 1) / 2);
-  tiles.delta_rows = std::min(std::max<int64_t>(m, 1), cache_words / (2 * tiles.delta_cols + 1));
+  tiles.delta_cols = std::min(std::max<int64_t>(dv, 1), (budget - 1) / 2);
+  tiles.delta_rows = std::min(std::max<int64_t>(m, 1), budget / (2 * tiles.delta_cols + 1));
   return tiles;
 }
 
@@ -137,6 +163,58 @@ IoCount predict_small_cache_backward(const HeadShape& shape, const SmallCacheTil
   count += predict_tiled_matmul(m, n, d, tiles.dq);
   count += predict_tiled_matmul(n, m, d, tiles.dk);
   count += predict_tiled_matmul(n, m, dv, tiles.dv);
+  return count;
+}
+
+IoCount predict_small_cache_forward_lines(const HeadShape& shape, const SmallCacheTiles& tiles,
+                                          int64_t line_words) {
+  check_tiles("predict_small_cache_forward_lines", shape, tiles, Pass::forward);
+  io::check_line_words("predict_small_cache_forward_lines", line_words);
+  const int64_t m = shape.seqlen_q, n = shape.seqlen_k, L = line_words;
+  IoCount count;
+  // S = scale Q K^T, LSE written at each row block's end; O = exp(S - LSE) V, LSE read per row
+  // block.
+  count += predict_tiled_matmul_lines(m, shape.head_dim, n, tiles.scores, kScoresLayout, L);
+  count.writes += vector_lines(m, tiles.scores.tile_m, L);
+  count += predict_tiled_matmul_lines(m, n, shape.head_dim_v, tiles.output, kRowMajor, L);
+  count.reads += vector_lines(m, tiles.output.tile_m, L);
+  return count;
+}
+
+IoCount predict_small_cache_backward_lines(const HeadShape& shape, const SmallCacheTiles& tiles,
+                                           int64_t line_words) {
+  check_tiles("predict_small_cache_backward_lines", shape, tiles, Pass::backward);
+  io::check_line_words("predict_small_cache_backward_lines", line_words);
+  const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, dv = shape.head_dim_v;
+  const int64_t L = line_words;
+  IoCount count;
+  // D pass: dO and O in delta_rows x delta_cols chunks, D written per row chunk.
+  count.reads += 2 * row_major_lines(m, dv, tiles.delta_rows, tiles.delta_cols, L);
+  count.writes += vector_lines(m, tiles.delta_rows, L);
+  // P: Q, K, LSE per row block; P written.
+  count += predict_tiled_matmul_lines(m, d, n, tiles.scores, kScoresLayout, L);
+  count.reads += vector_lines(m, tiles.scores.tile_m, L);
+  // dS: dO, V, D per row block, and each P tile once, in runs of whole rows that fit the B chunk
+  // buffer (as ScoreGradientHooks loads it); dS written.
+  const MatmulTiles& ds = tiles.d_scores;
+  count += predict_tiled_matmul_lines(m, dv, n, ds, kScoresLayout, L);
+  count.reads += vector_lines(m, ds.tile_m, L);
+  if (n == 1 && m > 0) {
+    // P is then a vector, so the runs matter: rows [row0 + r0, + run) of each row block.
+    const int64_t run = std::max<int64_t>(1, ds.tile_k * ds.tile_n);
+    for (int64_t row0 = 0; row0 < m; row0 += ds.tile_m) {
+      const int64_t rows = std::min(ds.tile_m, m - row0);
+      for (int64_t r0 = 0; r0 < rows; r0 += run) {
+        count.reads += io::segment_lines(row0 + r0, std::min(run, rows - r0), L);
+      }
+    }
+  } else {
+    count.reads += row_major_lines(m, n, ds.tile_m, ds.tile_n, L);
+  }
+  // dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO.
+  count += predict_tiled_matmul_lines(m, n, d, tiles.dq, kRowMajor, L);
+  count += predict_tiled_matmul_lines(n, m, d, tiles.dk, kTransposedA, L);
+  count += predict_tiled_matmul_lines(n, m, dv, tiles.dv, kTransposedA, L);
   return count;
 }
 
