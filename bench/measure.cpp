@@ -77,6 +77,14 @@ void add_pass(Row& row, const Plan& plan, Pass pass, bool first) {
   (pass == Pass::forward ? row.algorithm_forward : row.algorithm_backward) = name;
   row.predicted_reads += plan.reads;
   row.predicted_writes += plan.writes;
+  // Lines are predicted for the row when they are for every pass in it.
+  if (plan.lines_predicted && (first || row.predicted_read_lines)) {
+    row.predicted_read_lines = row.predicted_read_lines.value_or(0) + plan.read_lines;
+    row.predicted_write_lines = row.predicted_write_lines.value_or(0) + plan.write_lines;
+  } else {
+    row.predicted_read_lines.reset();
+    row.predicted_write_lines.reset();
+  }
   auto add_cost = [first](std::optional<int64_t>& sum, const AlgorithmCost& cost) {
     if (!cost.feasible) {
       sum.reset();
@@ -107,7 +115,17 @@ struct Outputs {
   }
 };
 
+// Words always; lines where the plan predicts them.
 void check_counts(const io::Ledger& ledger, const Plan& plan, const RowRequest& request, Pass pass) {
+  const io::Traffic lines = ledger.total_lines();
+  if (plan.lines_predicted && (lines.reads != plan.read_lines || lines.writes != plan.write_lines)) {
+    throw RuntimeError(std::string("counted lines differ from the prediction: ") + pass_name(pass) + " " +
+                       algorithm_name(plan.algorithm) + " on " + request.pattern + " at M = " +
+                       std::to_string(request.cache_words) + ": counted " + std::to_string(lines.reads) +
+                       " read lines, " + std::to_string(lines.writes) + " written; predicted " +
+                       std::to_string(plan.read_lines) + ", " + std::to_string(plan.write_lines) +
+                       " (a schedule and its prediction disagree; please report)");
+  }
   if (ledger.reads() == plan.reads && ledger.writes() == plan.writes) return;
   throw RuntimeError(std::string("counted I/O differs from the prediction: ") + pass_name(pass) + " " +
                      algorithm_name(plan.algorithm) + " on " + request.pattern + " at M = " +
@@ -147,6 +165,8 @@ void run_counted(Row& row, const Problem& problem, const Mask& mask, const RowRe
     add_pass(row, forward_plan, Pass::forward, true);
     row.reads += forward_ledger.reads();
     row.writes += forward_ledger.writes();
+    row.read_lines = forward_ledger.total_lines().reads;
+    row.write_lines = forward_ledger.total_lines().writes;
     row.peak_resident = forward_ledger.peak_resident();
   }
   if (backward) {
@@ -161,6 +181,8 @@ void run_counted(Row& row, const Problem& problem, const Mask& mask, const RowRe
     add_pass(row, backward_plan, Pass::backward, !forward);
     row.reads += backward_ledger.reads();
     row.writes += backward_ledger.writes();
+    row.read_lines = row.read_lines.value_or(0) + backward_ledger.total_lines().reads;
+    row.write_lines = row.write_lines.value_or(0) + backward_ledger.total_lines().writes;
     row.peak_resident = std::max(row.peak_resident.value_or(0), backward_ledger.peak_resident());
   }
   if (reference == nullptr) return;
@@ -257,6 +279,8 @@ Row measure_row(const Problem& problem, const Mask& mask, const RowRequest& requ
       }
       row.reads = row.predicted_reads;
       row.writes = row.predicted_writes;
+      row.read_lines = row.predicted_read_lines;
+      row.write_lines = row.predicted_write_lines;
     } else {
       row.source = "counted";
       run_counted(row, problem, mask, request, reference);

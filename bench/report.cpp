@@ -4,6 +4,7 @@
 
 #include <spattn/attention.hpp>
 #include <spattn/error.hpp>
+#include <spattn/io.hpp>
 #include <spattn/version.hpp>
 
 #include <unistd.h>
@@ -62,6 +63,11 @@ const std::vector<Field>& fields() {
       {"io_words", [](const Row& r) { return r.feasible() ? json(r.total()) : json(nullptr); }},
       {"predicted_reads", [](const Row& r) { return r.feasible() ? json(r.predicted_reads) : json(nullptr); }},
       {"predicted_writes", [](const Row& r) { return r.feasible() ? json(r.predicted_writes) : json(nullptr); }},
+      {"line_words", [](const Row&) { return json(spattn::io::kDefaultLineWords); }},
+      {"read_lines", [](const Row& r) { return optional_json(r.read_lines); }},
+      {"write_lines", [](const Row& r) { return optional_json(r.write_lines); }},
+      {"predicted_read_lines", [](const Row& r) { return optional_json(r.predicted_read_lines); }},
+      {"predicted_write_lines", [](const Row& r) { return optional_json(r.predicted_write_lines); }},
       {"flash_io_words", [](const Row& r) { return optional_json(r.flash_io); }},
       {"small_cache_io_words", [](const Row& r) { return optional_json(r.small_cache_io); }},
       {"bound", [](const Row& r) { return json(r.bound); }},

@@ -35,6 +35,10 @@ struct Row {
   std::string algorithm_forward, algorithm_backward;
   int64_t reads = 0, writes = 0;                      // counted, or predicted when not run
   int64_t predicted_reads = 0, predicted_writes = 0;  // the plan's
+  // Lines of 16 words (spattn/io.hpp's line model): counted by a counted row's ledger; predicted
+  // where the plan predicts them for every pass of the row (the dense schedules).
+  std::optional<int64_t> read_lines, write_lines;
+  std::optional<int64_t> predicted_read_lines, predicted_write_lines;
   std::optional<int64_t> flash_io, small_cache_io;    // both algorithms' predictions (absent: infeasible)
   double bound = 0.0, bound_large_cache = 0.0, bound_small_cache = 0.0;
   double bound_crossover = 0.0;  // M at which the bound's branches meet: d^2, or Z_input^2 / Z_QK

@@ -78,8 +78,9 @@ struct AlgorithmCost {
   // mask's entries sparse; CSR inputs are scattered into dense tiles, so the same).
   int64_t flops = 0;
   // PlanObjective::time's price of the run, per head, in flops of flash's kernels (0 where flops
-  // is): time_rates().word x words + flops (+ partial-tile pairs); for small_cache over a mask
-  // its words, entry visits, walk steps and flops at the rates above.
+  // is): time_rates().word x words + flops (+ partial-tile pairs), the words being lines x 16
+  // where the lines are predicted; for small_cache over a mask its words, entry visits, walk steps
+  // and flops at the rates above.
   int64_t time_price = 0;
   // The work terms time_price prices besides the words and flops (0 where they do not apply):
   // flash's pairs of partial tiles; the density-adaptive small_cache's entry visits and walk steps
@@ -87,7 +88,15 @@ struct AlgorithmCost {
   int64_t partial_pairs = 0;
   int64_t entry_visits = 0;
   int64_t walk_steps = 0;
+  // The words above in lines of Plan::line_words words (spattn/io.hpp's line model), per head,
+  // where the line model predicts them exactly: the dense flash and small_cache schedules. Not
+  // predicted (lines_predicted false, lines 0) for block-sparse flash, the density-adaptive
+  // small_cache and CSR inputs, whose counted runs still count their lines.
+  bool lines_predicted = false;
+  int64_t read_lines = 0;
+  int64_t write_lines = 0;
   int64_t total() const { return reads + writes; }
+  int64_t total_lines() const { return read_lines + write_lines; }
 };
 
 namespace detail {
@@ -110,6 +119,12 @@ struct Plan {
   AlgorithmCost small_cache;    // per head
   int64_t reads = 0;            // predicted, all heads, for `algorithm`
   int64_t writes = 0;
+  // The same in lines of line_words words, where `algorithm`'s lines are predicted (AlgorithmCost)
+  // and the call adds no grouped-query sums; a counted run's ledger then holds exactly these.
+  int64_t line_words = 16;
+  bool lines_predicted = false;
+  int64_t read_lines = 0;
+  int64_t write_lines = 0;
   // Grouped-query attention's backward: the words of adding up dK, dV over each kv head's query
   // heads (after the schedules; included in reads and writes). 0 otherwise.
   int64_t kv_sum_reads = 0;
@@ -160,7 +175,8 @@ bool operator!=(const Plan& a, const Plan& b);
 
 // Auto's choice between two predictions (feasible or not; at least one feasible): the feasible
 // one, or by the objective above (masked: the problem has a mask other than full): the fewer
-// words, or for time over a mask the smaller time_price; flash on a tie.
+// lines where both predict them (the dense schedules), else the fewer words, or for time over a
+// mask the smaller time_price; flash on a tie.
 Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& small_cache, bool masked,
                            PlanObjective objective);
 

@@ -110,7 +110,9 @@ def test_sharded_attention_matches_the_single_process_reference(world_size, tmp_
                 f"{c['name']}, world size {world_size}: {name} error {error:.3g}, naive {naive:.3g}"
         total_pairs = sum(m.nnz for m in (masks if isinstance(masks, list) else [masks]))
         if total_pairs:
-            assert found["out"].abs().max() > 0 and found["dk"].abs().max() > 0, f"{c['name']}: trivial outputs"
+            # With one key per row dS = P (dP - D) is exactly zero, and so is dK: check dV there.
+            grad = "dk" if c["n"] > 1 else "dv"
+            assert found["out"].abs().max() > 0 and found[grad].abs().max() > 0, f"{c['name']}: trivial outputs"
         lse = sharding.assemble([ranks[r][index]["tensors"]["lse"] for r in range(world_size)])
         empty_rows = head_masks(masks, c["heads"]).sum(-1) == 0
         assert torch.isneginf(lse[:, empty_rows]).all() and torch.isfinite(lse[:, ~empty_rows]).all()

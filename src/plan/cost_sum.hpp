@@ -12,7 +12,7 @@
 namespace spattn::plan_detail {
 
 // sum += times x cost. The sum is feasible when every part is (start it feasible) and needs the
-// largest part's M.
+// largest part's M; its lines are predicted when every part's are (start it predicted).
 inline void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost, int64_t times = 1) {
   sum.feasible = sum.feasible && cost.feasible;
   sum.min_cache_words = std::max(sum.min_cache_words, cost.min_cache_words);
@@ -23,6 +23,9 @@ inline void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost, int64_t time
   sum.partial_pairs += cost.partial_pairs * times;
   sum.entry_visits += cost.entry_visits * times;
   sum.walk_steps += cost.walk_steps * times;
+  sum.lines_predicted = sum.lines_predicted && cost.lines_predicted;
+  sum.read_lines += cost.read_lines * times;
+  sum.write_lines += cost.write_lines * times;
   sum.time_price = saturated_price(static_cast<double>(sum.time_price) +
                                              static_cast<double>(cost.time_price) * static_cast<double>(times));
 }
@@ -32,6 +35,8 @@ inline void clear_if_infeasible(AlgorithmCost& sum) {
   if (!sum.feasible) {
     sum.reads = sum.writes = sum.index_words = sum.flops = sum.time_price = 0;
     sum.partial_pairs = sum.entry_visits = sum.walk_steps = 0;
+    sum.read_lines = sum.write_lines = 0;
+    sum.lines_predicted = false;
   }
 }
 

@@ -45,12 +45,16 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
 
 // A feasible prediction's flops and its time price (plan.hpp, time_rates()): a rate per word +
 // flops + a rate per pair of a partial tile (flash, dense small_cache; the density-adaptive
-// small_cache prices its work instead).
+// small_cache prices its work instead). Where the lines are predicted, the words priced are the
+// words those lines carry (lines x L): memory moves whole lines. Set the lines first.
 void set_flops(AlgorithmCost& cost, int64_t flops, int64_t partial_pairs = 0) {
   cost.flops = flops;
   cost.partial_pairs = partial_pairs;
   const TimeRates& rates = time_rates();
-  cost.time_price = saturated_price(rates.word * static_cast<double>(cost.total()) + static_cast<double>(flops) +
+  const double words = cost.lines_predicted
+                           ? static_cast<double>(cost.total_lines()) * static_cast<double>(io::kDefaultLineWords)
+                           : static_cast<double>(cost.total());
+  cost.time_price = saturated_price(rates.word * words + static_cast<double>(flops) +
                                                rates.flash_partial_pair * static_cast<double>(partial_pairs));
 }
 
@@ -65,6 +69,12 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
                                         : schedules::predict_small_cache_backward(shape, tiles);
   cost.reads = io.reads;
   cost.writes = io.writes;
+  const auto lines = pass == Pass::forward
+                         ? schedules::predict_small_cache_forward_lines(shape, tiles, tiles.line_words)
+                         : schedules::predict_small_cache_backward_lines(shape, tiles, tiles.line_words);
+  cost.lines_predicted = true;
+  cost.read_lines = lines.reads;
+  cost.write_lines = lines.writes;
   set_flops(cost, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass));
   if (pass == Pass::forward) {
     cost.tiles = matmul_tiles_text("S", tiles.scores) + ", " + matmul_tiles_text("O", tiles.output);
@@ -94,6 +104,14 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   cost.reads = words.total().reads;
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
+  if (mask == nullptr) {
+    const auto lines = pass == Pass::forward
+                           ? schedules::predict_dense_forward_lines(shape, tiles, io::kDefaultLineWords)
+                           : schedules::predict_dense_backward_lines(shape, tiles, io::kDefaultLineWords);
+    cost.lines_predicted = true;
+    cost.read_lines = lines.reads;
+    cost.write_lines = lines.writes;
+  }
   // Partial tiles also apply their mask bits, pair by pair (plan.hpp).
   set_flops(cost, schedules::flash_flops(shape, flash_mask.get(), pass),
             schedules::flash_partial_pairs(flash_mask.get(), pass));
@@ -166,8 +184,12 @@ HeadCosts head_costs(const schedules::HeadShape& shape, const Mask* mask, int64_
 
 int64_t choice_margin(const AlgorithmCost& flash, const AlgorithmCost& small_cache, bool masked,
                       PlanObjective objective) {
-  if (!masked || objective == PlanObjective::words) return flash.total() - small_cache.total();
-  return flash.time_price - small_cache.time_price;
+  if (masked && objective == PlanObjective::time) return flash.time_price - small_cache.time_price;
+  // The I/O: in lines where both are predicted (memory moves lines), the words breaking a tie.
+  if (flash.lines_predicted && small_cache.lines_predicted && flash.total_lines() != small_cache.total_lines()) {
+    return flash.total_lines() - small_cache.total_lines();
+  }
+  return flash.total() - small_cache.total();
 }
 
 namespace {

@@ -46,6 +46,9 @@ void set_words(AlgorithmCost& cost, const SparseIo& words) {
   cost.reads = words.total().reads;
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
+  // CSR reads' lines are counted, not predicted (plan.hpp).
+  cost.lines_predicted = false;
+  cost.read_lines = cost.write_lines = 0;
   cost.time_price = saturated_price(static_cast<double>(cost.time_price) +
                                                time_rates().word * static_cast<double>(cost.total() - dense_words));
 }
@@ -81,6 +84,8 @@ Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, c
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads;
   plan.writes = chosen.writes;
+  plan.lines_predicted = false;
+  plan.read_lines = plan.write_lines = 0;
 
   // The sparse bound, whatever the mask: Z_input from the nonzeros, Z_QK the attended pairs.
   plan.masked = true;
@@ -108,6 +113,7 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
   for (AlgorithmCost* cost : {&plan.flash, &plan.small_cache}) {
     cost->reads = cost->writes = cost->index_words = cost->flops = cost->time_price = 0;
     cost->partial_pairs = cost->entry_visits = cost->walk_steps = 0;
+    cost->read_lines = cost->write_lines = 0;
     if (!one_mask) cost->tiles += " (first mask; each head mask has its own tiles)";
   }
   plan.z_qk = 0;
@@ -138,6 +144,8 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads;
   plan.writes = chosen.writes;
+  plan.lines_predicted = false;
+  plan.read_lines = plan.write_lines = 0;
   update_ratios(plan, flash_total(plan));  // cost_heads = num_heads here
   plan.switch_cache_words = 0;
   plan.switch_searched = false;

@@ -31,6 +31,7 @@ struct GroupPlan {
 AlgorithmCost sum_costs(const std::vector<GroupPlan>& groups, bool flash) {
   AlgorithmCost sum;
   sum.feasible = true;
+  sum.lines_predicted = true;
   for (const GroupPlan& group : groups) {
     const AlgorithmCost& cost = flash ? group.plan.flash : group.plan.small_cache;
     add_cost(sum, cost, static_cast<int64_t>(group.group.heads.size()));
@@ -49,6 +50,8 @@ Plan combine(const std::vector<GroupPlan>& groups, int64_t batch, int64_t heads)
   plan.flash = sum_costs(groups, true);
   plan.small_cache = sum_costs(groups, false);
   plan.reads = plan.writes = 0;
+  plan.read_lines = plan.write_lines = 0;
+  plan.lines_predicted = true;
   plan.compulsory = 0.0;
   plan.bound.value = plan.bound.large_cache = plan.bound.small_cache = 0.0;
   plan.masked = false;
@@ -58,6 +61,9 @@ Plan combine(const std::vector<GroupPlan>& groups, int64_t batch, int64_t heads)
   for (const GroupPlan& group : groups) {
     plan.reads += group.plan.reads;
     plan.writes += group.plan.writes;
+    plan.lines_predicted = plan.lines_predicted && group.plan.lines_predicted;
+    plan.read_lines += group.plan.read_lines;
+    plan.write_lines += group.plan.write_lines;
     plan.compulsory += group.plan.compulsory;
     plan.bound.value += group.plan.bound.value;
     plan.bound.large_cache += group.plan.bound.large_cache;
@@ -129,6 +135,9 @@ void add_kv_sums(Plan& plan, const bounds::DenseShape& shape, const CallHeads& h
   plan.kv_sum_writes = sums * width;
   plan.reads += plan.kv_sum_reads;
   plan.writes += plan.kv_sum_writes;
+  // The sums' lines are not modelled (plan.hpp): the call's lines are then not predicted.
+  plan.lines_predicted = false;
+  plan.read_lines = plan.write_lines = 0;
   // Flash would move the same sums: compare like with like.
   update_ratios(plan, flash_total(plan) + static_cast<double>(plan.kv_sum_reads + plan.kv_sum_writes));
 }

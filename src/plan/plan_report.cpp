@@ -22,7 +22,8 @@ bool same_cost(const AlgorithmCost& a, const AlgorithmCost& b) {
   return a.feasible == b.feasible && a.min_cache_words == b.min_cache_words && a.reads == b.reads &&
          a.writes == b.writes && a.index_words == b.index_words && a.tiles == b.tiles && a.flops == b.flops &&
          a.time_price == b.time_price && a.partial_pairs == b.partial_pairs && a.entry_visits == b.entry_visits &&
-         a.walk_steps == b.walk_steps;
+         a.walk_steps == b.walk_steps && a.lines_predicted == b.lines_predicted && a.read_lines == b.read_lines &&
+         a.write_lines == b.write_lines;
 }
 
 bool same_bound(const bounds::Bound& a, const bounds::Bound& b) {
@@ -80,7 +81,9 @@ bool operator==(const Plan& a, const Plan& b) {
   return a.pass == b.pass && same_shape(a.shape, b.shape) && a.num_heads == b.num_heads && a.cost_heads == b.cost_heads &&
          a.cache_words == b.cache_words && a.requested == b.requested && a.algorithm == b.algorithm &&
          a.objective == b.objective && same_cost(a.flash, b.flash) && same_cost(a.small_cache, b.small_cache) &&
-         a.reads == b.reads && a.writes == b.writes && a.kv_sum_reads == b.kv_sum_reads &&
+         a.reads == b.reads && a.writes == b.writes && a.line_words == b.line_words &&
+         a.lines_predicted == b.lines_predicted && a.read_lines == b.read_lines && a.write_lines == b.write_lines &&
+         a.kv_sum_reads == b.kv_sum_reads &&
          a.kv_sum_writes == b.kv_sum_writes && same_bound(a.bound, b.bound) && a.compulsory == b.compulsory &&
          a.ratio_to_bound == b.ratio_to_bound && a.ratio_to_flash == b.ratio_to_flash &&
          a.switch_cache_words == b.switch_cache_words && a.switches == b.switches &&
@@ -102,6 +105,7 @@ std::string Plan::to_string() const {
       const int64_t repeats = num_heads / std::max<int64_t>(cost_heads, 1);
       out << cost.total() * repeats << " words (" << cost.reads * repeats << " reads, "
           << cost.writes * repeats << " writes)";
+      if (cost.lines_predicted) out << ", " << cost.total_lines() * repeats << " lines";
       if (cost.flops > 0) out << ", " << static_cast<double>(cost.flops) * static_cast<double>(repeats) << " flops";
       if (masked && objective == PlanObjective::time) {
         const double r = static_cast<double>(repeats);
@@ -152,6 +156,10 @@ std::string Plan::to_string() const {
   out << '\n';
   out << "  predicted I/O: " << total() << " words (" << reads << " reads, " << writes
       << " writes)\n";
+  if (lines_predicted) {
+    out << "  predicted lines of " << line_words << " words: " << read_lines + write_lines << " ("
+        << read_lines << " reads, " << write_lines << " writes)\n";
+  }
   if (kv_sum_reads + kv_sum_writes > 0) {
     out << "  of which grouped-query dK/dV sums: " << kv_sum_reads << " reads, " << kv_sum_writes
         << " writes\n";

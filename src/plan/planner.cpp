@@ -118,6 +118,9 @@ Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t ca
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads * num_heads;
   plan.writes = chosen.writes * num_heads;
+  plan.lines_predicted = chosen.lines_predicted;
+  plan.read_lines = chosen.read_lines * num_heads;
+  plan.write_lines = chosen.write_lines * num_heads;
 
   const double heads = static_cast<double>(num_heads);
   const auto cache = static_cast<double>(cache_words);

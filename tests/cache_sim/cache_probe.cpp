@@ -3,11 +3,13 @@
 // the requested pass runs between CALLGRIND_START_INSTRUMENTATION and CALLGRIND_STOP_INSTRUMENTATION,
 // on one thread, so that callgrind (--instr-atstart=no --cache-sim=yes) sees that call's memory
 // traffic alone (the plan and the mask's prepared structures are built before, as they are once
-// per mask in use). It prints the plan's words (equal to what a counted run moves: the tests check
-// counted == predicted) for the script to hold the simulated misses against.
+// per mask in use). Before it, the same call runs counted (uninstrumented): the probe prints the
+// words and lines of 16 words that run read and wrote, for the script to hold the simulated misses
+// against.
 //
 //   cache_probe N D M ALGORITHM PASS MASK     e.g. cache_probe 512 64 1024 flash bwd causal
 #include <spattn/attention.hpp>
+#include <spattn/io.hpp>
 #include <spattn/plan.hpp>
 
 #include <valgrind/callgrind.h>
@@ -55,20 +57,34 @@ int main(int argc, char** argv) {
     const spattn::AttentionShape shape{1, 1, 1, n, n, d, d};
     spattn::plan_attention(shape, mask, spattn::Pass::forward, options);
     spattn::plan_attention(shape, mask, spattn::Pass::backward, options);
+    spattn::io::Ledger ledger(spattn::io::kDefaultLineWords);
+    spattn::AttentionOptions counted = options;
+    counted.ledger = &ledger;
     spattn::Plan plan;
+    const auto forward = [&](const spattn::AttentionOptions& how) {
+      return spattn::attention_forward(in(q, d), in(k, d), in(v, d), out(o, d), out(lse, 1), mask, how);
+    };
+    const auto backward = [&](const spattn::AttentionOptions& how) {
+      return spattn::attention_backward(in(q, d), in(k, d), in(v, d), in(o, d), in(lse, 1), in(d_o, d), out(dq, d),
+                                        out(dk, d), out(dv, d), mask, how);
+    };
     if (pass == "fwd") {
+      forward(counted);
       CALLGRIND_START_INSTRUMENTATION;
-      plan = spattn::attention_forward(in(q, d), in(k, d), in(v, d), out(o, d), out(lse, 1), mask, options);
+      plan = forward(options);
       CALLGRIND_STOP_INSTRUMENTATION;
     } else {
-      spattn::attention_forward(in(q, d), in(k, d), in(v, d), out(o, d), out(lse, 1), mask, options);
+      forward(options);
+      backward(counted);
       CALLGRIND_START_INSTRUMENTATION;
-      plan = spattn::attention_backward(in(q, d), in(k, d), in(v, d), in(o, d), in(lse, 1), in(d_o, d), out(dq, d),
-                                        out(dk, d), out(dv, d), mask, options);
+      plan = backward(options);
       CALLGRIND_STOP_INSTRUMENTATION;
     }
-    std::printf("algorithm %s\nreads %lld\nwrites %lld\n", spattn::algorithm_name(plan.algorithm),
-                static_cast<long long>(plan.reads), static_cast<long long>(plan.writes));
+    const spattn::io::Traffic lines = ledger.total_lines();
+    std::printf("algorithm %s\nreads %lld\nwrites %lld\nread_lines %lld\nwrite_lines %lld\nline_words %lld\n",
+                spattn::algorithm_name(plan.algorithm), static_cast<long long>(ledger.reads()),
+                static_cast<long long>(ledger.writes()), static_cast<long long>(lines.reads),
+                static_cast<long long>(lines.writes), static_cast<long long>(ledger.line_words()));
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "cache_probe: %s\n", error.what());

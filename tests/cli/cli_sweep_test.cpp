@@ -140,7 +140,7 @@ TEST_F(CliSweepTest, CsvHeaderAndOneRowPerCombination) {
   EXPECT_EQ(header,
             "pattern,seqlen,head_dim,cache_words,pass,requested_algorithm,source,note,density,z_qk,z_input,"
             "algorithm_forward,algorithm_backward,reads,writes,io_words,predicted_reads,predicted_writes,"
-            "flash_io_words,small_cache_io_words,bound,bound_large_cache,bound_small_cache,bound_crossover_m,"
+            "line_words,read_lines,write_lines,predicted_read_lines,predicted_write_lines,flash_io_words,small_cache_io_words,bound,bound_large_cache,bound_small_cache,bound_crossover_m,"
             "bound_kind,ratio_to_bound,ratio_to_flash,switch_forward,switch_backward,switches_forward,switches_backward,peak_resident_words,"
             "max_error,error_to_tolerance,plan_ms,forward_ms,backward_ms");
   int rows = 0;
@@ -156,7 +156,8 @@ TEST_F(CliSweepTest, JsonRecordsHaveEveryKeyOfTheSchema) {
   const auto& row = document.at("rows")[0];
   std::istringstream csv_header(
       "pattern seqlen head_dim cache_words pass requested_algorithm source note density z_qk z_input "
-      "algorithm_forward algorithm_backward reads writes io_words predicted_reads predicted_writes flash_io_words "
+      "algorithm_forward algorithm_backward reads writes io_words predicted_reads predicted_writes line_words "
+      "read_lines write_lines predicted_read_lines predicted_write_lines flash_io_words "
       "small_cache_io_words bound bound_large_cache bound_small_cache bound_crossover_m bound_kind ratio_to_bound "
       "ratio_to_flash switch_forward switch_backward switches_forward switches_backward peak_resident_words max_error error_to_tolerance plan_ms "
       "forward_ms backward_ms");
