@@ -213,10 +213,10 @@ std::string rows_json(const std::vector<Row>& rows, const std::string& command) 
 std::string rows_table(const std::vector<Row>& rows, bool run_columns) {
   std::vector<std::string> header =
       run_columns ? std::vector<std::string>{"pattern", "density", "Z_input", "Z_QK", "M", "algorithm", "reads",
-                                             "writes", "bound", "ratio", "flash I/O", "max err", "plan ms", "fwd ms",
+                                             "writes", "lines", "bound", "ratio", "flash I/O", "max err", "plan ms", "fwd ms",
                                              "bwd ms"}
                   : std::vector<std::string>{"pattern", "n", "d", "M", "pass", "algorithm", "source", "reads",
-                                             "writes", "flash I/O", "small_cache I/O", "bound", "ratio", "max err",
+                                             "writes", "lines", "flash I/O", "small_cache I/O", "bound", "ratio", "max err",
                                              "plan ms", "fwd ms", "bwd ms"};
   Table table(header);
   const Row* previous = nullptr;
@@ -228,13 +228,15 @@ std::string rows_table(const std::vector<Row>& rows, bool run_columns) {
     const bool ok = row.feasible();
     const std::string reads = ok ? format_count(row.reads) : "-";
     const std::string writes = ok ? format_count(row.writes) : "-";
+    // Lines of 16 words, read + written: counted, or predicted when not run ("-": not modelled).
+    const std::string lines = ok && row.read_lines ? format_count(*row.read_lines + row.write_lines.value_or(0)) : "-";
     const std::string bound = ok ? format_real(row.bound) : "-";
     const std::string ratio = ok ? format_real(row.ratio_to_bound) : "-";
     const std::string error = real_or_dash(row.max_error, 2);
     if (run_columns) {
       table.add_row({blank ? "" : row.pattern, blank ? "" : format_real(row.density),
                      blank ? "" : format_count(static_cast<int64_t>(row.z_input)), blank ? "" : format_count(row.z_qk),
-                     std::to_string(row.cache_words), ok ? row.algorithm() : row.requested, reads, writes, bound,
+                     std::to_string(row.cache_words), ok ? row.algorithm() : row.requested, reads, writes, lines, bound,
                      ratio, count_or_dash(row.flash_io), error, real_or_dash(row.plan_ms),
                      real_or_dash(row.forward_ms), real_or_dash(row.backward_ms)});
     } else {
@@ -242,7 +244,7 @@ std::string rows_table(const std::vector<Row>& rows, bool run_columns) {
       const std::string algorithm = !ok ? row.requested : row.requested == "auto" ? "auto: " + row.algorithm() : row.algorithm();
       table.add_row({blank ? "" : row.pattern, blank ? "" : std::to_string(row.seqlen),
                      blank ? "" : std::to_string(row.head_dim), std::to_string(row.cache_words), row.pass, algorithm,
-                     row.source, reads, writes, count_or_dash(row.flash_io), count_or_dash(row.small_cache_io), bound,
+                     row.source, reads, writes, lines, count_or_dash(row.flash_io), count_or_dash(row.small_cache_io), bound,
                      ratio, error, real_or_dash(row.plan_ms), real_or_dash(row.forward_ms),
                      real_or_dash(row.backward_ms)});
     }

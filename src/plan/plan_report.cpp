@@ -189,6 +189,16 @@ std::string Plan::to_string() const {
                 "  ratio to bound: %.3g; ratio to flash: %.3g; compulsory I/O: %.4g words\n",
                 ratio_to_bound, ratio_to_flash, compulsory);
   out << line;
+  if (lines_predicted) {
+    // A line carries at most line_words words, so any schedule moving W words moves at least
+    // W / line_words lines: the word bounds carry over divided by L (docs/io_model.md).
+    const double per_line = static_cast<double>(line_words);
+    std::snprintf(line, sizeof line,
+                  "  in lines: lower bound %.4g, compulsory %.4g (the words / %lld); ratio to bound %.3g\n",
+                  bound.value / per_line, compulsory / per_line, static_cast<long long>(line_words),
+                  bound.value > 0.0 ? static_cast<double>(read_lines + write_lines) * per_line / bound.value : 0.0);
+    out << line;
+  }
   if (beats_worst_case) {
     out << "  this mask is structured: it moves fewer words than the worst-case bound allows for an "
            "unstructured mask of the same Z_QK (expected, not a violation)\n";

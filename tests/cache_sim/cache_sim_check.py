@@ -31,8 +31,9 @@ WORDS_PER_LINE = LINE_BYTES // WORD_BYTES
 BAND = (0.8, 1.25)
 
 
-def simulate(args, n, d, m, algorithm, pass_, mask):
-    """The counted run's words and lines (the probe's output) and the simulated D1 misses."""
+def simulate(args, n, d, m, algorithm, pass_, mask, may_not_fit=False):
+    """The counted run's words and lines (the probe's output) and the simulated D1 misses; None when
+    may_not_fit and the algorithm cannot run at M (the probe's message says what it needs)."""
     lines = -(-2 * m * WORD_BYTES // LINE_BYTES)  # 2M words, in whole lines
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
@@ -40,6 +41,8 @@ def simulate(args, n, d, m, algorithm, pass_, mask):
                    f"--LL={1 << 25},16,{LINE_BYTES}", f"--I1=32768,8,{LINE_BYTES}", "--instr-atstart=no",
                    f"--callgrind-out-file={out}", args.probe, str(n), str(d), str(m), algorithm, pass_, mask]
         run = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if run.returncode != 0 and may_not_fit and "needs M >=" in run.stderr:
+            return None
         if run.returncode != 0:
             raise SystemExit(f"cache_sim_check: {' '.join(command)} failed ({run.returncode}):\n{run.stderr[-2000:]}")
         plan = dict(line.split(" ", 1) for line in run.stdout.strip().splitlines())
@@ -85,17 +88,23 @@ def claims(args):
         for m in (d * d // 16, d * d // 4, 16 * d * d):
             misses = {}
             for algorithm in ("small_cache", "flash"):
-                r = simulate(args, n, d, m, algorithm, "bwd", "full")
-                misses[algorithm] = r["read_misses"] + r["write_misses"]
-            fewer = min(misses, key=misses.get)
-            print(f"{d:>4} {m:>7} {m / (d * d):>7.4g} {misses['small_cache']:>19,} {misses['flash']:>13,} {fewer:>12}")
+                r = simulate(args, n, d, m, algorithm, "bwd", "full", may_not_fit=True)
+                misses[algorithm] = None if r is None else r["read_misses"] + r["write_misses"]
+            if misses["flash"] is None:
+                print(f"{d:>4} {m:>7} {m / (d * d):>7.4g} {misses['small_cache']:>19,} {'cannot run':>13} {'small_cache':>12}")
+            else:
+                fewer = min(misses, key=misses.get)
+                print(f"{d:>4} {m:>7} {m / (d * d):>7.4g} {misses['small_cache']:>19,} {misses['flash']:>13,} {fewer:>12}")
             sys.stdout.flush()
     print("crossover (the first M of a doubling scan at which flash misses fewer lines than small_cache):")
     for d in (64, 128, 256):
         m = d * d // 16
         while m <= 16 * d * d:
-            counts = {a: sum(simulate(args, n, d, m, a, "bwd", "full")[k] for k in ("read_misses", "write_misses"))
-                      for a in ("small_cache", "flash")}
+            runs = {a: simulate(args, n, d, m, a, "bwd", "full", may_not_fit=True) for a in ("small_cache", "flash")}
+            if runs["flash"] is None:
+                m *= 2
+                continue
+            counts = {a: r["read_misses"] + r["write_misses"] for a, r in runs.items()}
             if counts["flash"] < counts["small_cache"]:
                 print(f"  d = {d}: M = {m} = {m / (d * d):.3g} d^2 (flash {counts['flash']:,}, "
                       f"small_cache {counts['small_cache']:,} misses)")
