@@ -10,7 +10,9 @@ namespace {
 nlohmann::json cost_json(const AlgorithmCost& cost) {
   return {{"feasible", cost.feasible}, {"min_cache_words", cost.min_cache_words}, {"reads", cost.reads},
           {"writes", cost.writes},     {"index_words", cost.index_words},         {"flops", cost.flops},
-          {"time_price", cost.time_price}, {"tiles", cost.tiles}};
+          {"time_price", cost.time_price}, {"tiles", cost.tiles},
+          // Lines of 16 words where the plan predicts them (the dense schedules), else null.
+          {"lines", cost.lines_predicted ? nlohmann::json(cost.total_lines()) : nlohmann::json(nullptr)}};
 }
 
 }  // namespace
@@ -25,6 +27,9 @@ std::string report_json(const Plan& plan, const io::Ledger* ledger) {
       {"num_heads", plan.num_heads},
       {"predicted_reads", plan.reads},
       {"predicted_writes", plan.writes},
+      {"line_words", plan.line_words},
+      {"predicted_read_lines", plan.lines_predicted ? nlohmann::json(plan.read_lines) : nlohmann::json(nullptr)},
+      {"predicted_write_lines", plan.lines_predicted ? nlohmann::json(plan.write_lines) : nlohmann::json(nullptr)},
       {"kv_sum_reads", plan.kv_sum_reads},
       {"kv_sum_writes", plan.kv_sum_writes},
       {"bound", plan.bound.value},
@@ -39,6 +44,8 @@ std::string report_json(const Plan& plan, const io::Ledger* ledger) {
   if (ledger != nullptr) {
     out["counted_reads"] = ledger->reads();
     out["counted_writes"] = ledger->writes();
+    out["counted_read_lines"] = ledger->total_lines().reads;
+    out["counted_write_lines"] = ledger->total_lines().writes;
     out["peak_resident"] = ledger->peak_resident();
     nlohmann::json operands = nlohmann::json::object();
     for (int i = 0; i < io::kNumOperands; ++i) {
@@ -46,9 +53,13 @@ std::string report_json(const Plan& plan, const io::Ledger* ledger) {
       const io::Traffic values = ledger->traffic(operand, io::WordKind::value);
       const io::Traffic indices = ledger->traffic(operand, io::WordKind::index);
       if (values.reads + values.writes + indices.reads + indices.writes == 0) continue;
+      const io::Traffic lines = ledger->lines(operand, io::WordKind::value);
+      const io::Traffic index_lines = ledger->lines(operand, io::WordKind::index);
       operands[io::operand_name(operand)] = {{"reads", values.reads + indices.reads},
                                               {"writes", values.writes + indices.writes},
-                                              {"index_words", indices.reads + indices.writes}};
+                                              {"index_words", indices.reads + indices.writes},
+                                              {"read_lines", lines.reads + index_lines.reads},
+                                              {"write_lines", lines.writes + index_lines.writes}};
     }
     out["operands"] = operands;
   }

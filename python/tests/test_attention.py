@@ -119,3 +119,16 @@ def test_io_counts_equal_the_preview_and_the_prediction(generator):
         for key in ("algorithm", "predicted_reads", "predicted_writes", "flash", "small_cache", "bound"):
             assert preview[key] == report[key], key
         assert report["bound"] > 0
+        # Lines: counted for every call; over a mask the plan does not predict them.
+        assert sum(op["read_lines"] for op in report["operands"].values()) == report["counted_read_lines"] > 0
+        assert report["predicted_read_lines"] is None and report["line_words"] == 16
+
+
+def test_dense_lines_counted_equal_the_prediction(generator):
+    q, k, v = make_inputs(1, 2, 2, 64, 64, 16, generator)
+    mask = st.Mask.full(64, 64)
+    for algorithm in ("flash", "small_cache"):
+        out, report = st.attention(q, k, v, mask, algorithm=algorithm, cache_words=1024, io=True)
+        assert report["counted_read_lines"] == report["predicted_read_lines"] > 0, algorithm
+        assert report["counted_write_lines"] == report["predicted_write_lines"] > 0, algorithm
+        assert report[algorithm]["lines"] == (report["predicted_read_lines"] + report["predicted_write_lines"]) // 2

@@ -59,9 +59,11 @@ TEST(Planner, SmallCacheWinsFarBelowDSquaredAndFlashFarAbove) {
     const auto below = plan_dense({1024, 1024, d, d}, d * d / 16, Pass::backward);
     ASSERT_TRUE(below.flash.feasible) << "flash needs " << below.flash.min_cache_words;
     EXPECT_LT(below.small_cache.total(), below.flash.total()) << "d " << d;
+    EXPECT_LT(below.small_cache.total_lines(), below.flash.total_lines()) << "d " << d;
     EXPECT_EQ(below.algorithm, Algorithm::small_cache);
     const auto above = plan_dense({1024, 1024, d, d}, 16 * d * d, Pass::backward);
     EXPECT_LT(above.flash.total(), above.small_cache.total()) << "d " << d;
+    EXPECT_LT(above.flash.total_lines(), above.small_cache.total_lines()) << "d " << d;
     EXPECT_EQ(above.algorithm, Algorithm::flash);
   }
 }
