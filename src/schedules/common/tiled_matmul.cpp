@@ -143,12 +143,13 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
   // For each tile height, the widest tile that fits is the best of that height in words (reads
   // never grow with tile_n); in lines, that width rounded down to whole lines too. Two chunk
   // policies: the shortest chunk (widest tile; the chunk then takes what is left), and the whole
-  // of k (the A panel stays resident across the row block).
-  for (int64_t tile_m = 1; tile_m <= std::min(max_m, cache_words); ++tile_m) {
+  // of k (the A panel stays resident across the row block). Returns false when no tile of this
+  // height fits (a taller one fits even less).
+  const auto try_height = [&](int64_t tile_m) {
     const int64_t avail = cache_words - row_words * tile_m;
     // tile_m * tile_n + tile_m * 1 + 1 * tile_n <= avail
     int64_t tile_n = (avail - tile_m) / (tile_m + 1);
-    if (tile_n < 1) break;  // a taller tile fits even less
+    if (tile_n < 1) return false;
     tile_n = std::min(tile_n, max_n);
     // tile_m * tile_n + tile_m * k + k * tile_n <= avail
     const int64_t panel_n = (avail - tile_m * max_k) / (tile_m + max_k);
@@ -160,6 +161,23 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
       }
       if (line_words == 1) break;
     }
+    return true;
+  };
+  // Every height up to kEveryHeight; above it only the heights that split the rows evenly into
+  // fewer blocks, ceil(max_m / blocks): among the heights of one block count that one leaves the
+  // most memory for the width, and evenly split the others come to the same tiles. This keeps a
+  // tall matrix's search to O(sqrt(a)) heights (a plan at n = 10^6 searches its switch M up to
+  // 16 n d).
+  constexpr int64_t kEveryHeight = 1024;
+  const int64_t tallest = std::min(max_m, cache_words);
+  const int64_t every = std::min(tallest, kEveryHeight);
+  bool fits = true;
+  for (int64_t tile_m = 1; tile_m <= every && fits; ++tile_m) fits = try_height(tile_m);
+  for (int64_t blocks = ceil_div(max_m, every) - 1; blocks >= 1 && fits; --blocks) {
+    const int64_t tile_m = ceil_div(max_m, blocks);
+    if (tile_m <= every) continue;
+    if (tile_m > tallest) break;
+    fits = try_height(tile_m);
   }
   return best;
 }
