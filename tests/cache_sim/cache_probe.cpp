@@ -16,6 +16,7 @@
 
 #include "support/test_helpers.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,26 @@
 #include <string>
 #include <vector>
 
+
+namespace {
+
+// A float array starting on a 64-byte line, as the line model takes every array to (and as
+// torch's CPU allocator gives); a plain std::vector of this size starts 16 bytes into a line.
+class LineArray {
+ public:
+  explicit LineArray(const std::vector<float>& values) : storage_(values.size() + 16) {
+    const auto address = reinterpret_cast<std::uintptr_t>(storage_.data());
+    data_ = storage_.data() + (64 - address % 64) % 64 / sizeof(float);
+    std::copy(values.begin(), values.end(), data_);
+  }
+  float* data() { return data_; }
+
+ private:
+  std::vector<float> storage_;
+  float* data_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 7) {
@@ -41,14 +62,14 @@ int main(int argc, char** argv) {
     options.objective = spattn::PlanObjective::words;
 
     using spattn::testing::random_floats;
-    const std::vector<float> q = random_floats(n * d, 1), k = random_floats(n * d, 2), v = random_floats(n * d, 3);
-    const std::vector<float> d_o = random_floats(n * d, 4);
-    std::vector<float> o(static_cast<size_t>(n * d)), lse(static_cast<size_t>(n)), dq(o.size()), dk(o.size()),
-        dv(o.size());
-    auto in = [&](const std::vector<float>& x, int64_t last) {
+    LineArray q(random_floats(n * d, 1)), k(random_floats(n * d, 2)), v(random_floats(n * d, 3));
+    LineArray d_o(random_floats(n * d, 4));
+    const std::vector<float> zeros(static_cast<size_t>(n * d));
+    LineArray o(zeros), lse(std::vector<float>(static_cast<size_t>(n))), dq(zeros), dk(zeros), dv(zeros);
+    auto in = [&](LineArray& x, int64_t last) {
       return spattn::TensorView<const float>::contiguous(x.data(), 1, 1, n, last);
     };
-    auto out = [&](std::vector<float>& x, int64_t last) {
+    auto out = [&](LineArray& x, int64_t last) {
       return spattn::TensorView<float>::contiguous(x.data(), 1, 1, n, last);
     };
     // The plan and the mask structures it walks are prepared once per mask and kept in the mask

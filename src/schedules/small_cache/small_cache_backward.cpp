@@ -4,6 +4,8 @@
 //   dS = P ∘ (dO V^T - D)              tiled; dS made on each finished dP tile, written
 //   dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO      tiled
 #include "schedules/small_cache/small_cache.hpp"
+
+#include "schedules/common/line_aligned_array.hpp"
 #include "cpu/kernels/small_cache_kernels.hpp"
 
 #include <spattn/error.hpp>
@@ -151,8 +153,8 @@ void backward_on(const Memories& memories, const HeadBackward& head, const Small
   const int workers = static_cast<int>(memories.size());
 
   // Slow-memory scratch for P and dS (seqlen_q, seqlen_k), owned by this call.
-  std::vector<float> p_storage(static_cast<size_t>(m * n));
-  std::vector<float> ds_storage(static_cast<size_t>(m * n));
+  LineAlignedArray<float> p_storage(static_cast<size_t>(m * n));
+  LineAlignedArray<float> ds_storage(static_cast<size_t>(m * n));
   const auto p = SlowMatrix<float>::dense(p_storage.data(), m, n);
   const auto p_in = SlowMatrix<const float>::dense(p_storage.data(), m, n);
   const auto ds = SlowMatrix<float>::dense(ds_storage.data(), m, n);

@@ -2,6 +2,8 @@
 //   S = scale Q K^T          tiled; S written, LSE from running row statistics
 //   O = exp(S - LSE) V       tiled; P made from S as it is loaded, never written
 #include "schedules/small_cache/small_cache.hpp"
+
+#include "schedules/common/line_aligned_array.hpp"
 #include "cpu/kernels/small_cache_kernels.hpp"
 
 #include <spattn/error.hpp>
@@ -110,7 +112,7 @@ void forward_on(const Memories& memories, const HeadForward& head, const SmallCa
   const int workers = static_cast<int>(memories.size());
 
   // Slow-memory scratch for S (seqlen_q, seqlen_k), owned by this call.
-  std::vector<float> s_storage(static_cast<size_t>(m * n));
+  LineAlignedArray<float> s_storage(static_cast<size_t>(m * n));
   const auto s = SlowMatrix<float>::dense(s_storage.data(), m, n);
   const auto s_in = SlowMatrix<const float>::dense(s_storage.data(), m, n);
 
