@@ -66,33 +66,27 @@ Ledger::Ledger(int64_t line_words) : line_words_(line_words) {
   check_line_words("Ledger", line_words);
 }
 
-Traffic Ledger::total() const {
+namespace {
+
+using TrafficTable = std::array<std::array<Traffic, 2>, kNumOperands>;
+
+// Every operand's traffic of one kind, or of both kinds (kind < 0).
+Traffic sum_of(const TrafficTable& table, int kind) {
   Traffic sum;
-  for (const auto& per_kind : traffic_) {
-    for (const auto& traffic : per_kind) sum += traffic;
+  for (const auto& per_kind : table) {
+    for (int k = 0; k < 2; ++k) {
+      if (kind < 0 || k == kind) sum += per_kind[k];
+    }
   }
   return sum;
 }
 
-Traffic Ledger::total(WordKind kind) const {
-  Traffic sum;
-  for (const auto& per_kind : traffic_) sum += per_kind[static_cast<int>(kind)];
-  return sum;
-}
+}  // namespace
 
-Traffic Ledger::total_lines() const {
-  Traffic sum;
-  for (const auto& per_kind : lines_) {
-    for (const auto& traffic : per_kind) sum += traffic;
-  }
-  return sum;
-}
-
-Traffic Ledger::total_lines(WordKind kind) const {
-  Traffic sum;
-  for (const auto& per_kind : lines_) sum += per_kind[static_cast<int>(kind)];
-  return sum;
-}
+Traffic Ledger::total() const { return sum_of(traffic_, -1); }
+Traffic Ledger::total(WordKind kind) const { return sum_of(traffic_, static_cast<int>(kind)); }
+Traffic Ledger::total_lines() const { return sum_of(lines_, -1); }
+Traffic Ledger::total_lines(WordKind kind) const { return sum_of(lines_, static_cast<int>(kind)); }
 
 Ledger& Ledger::operator+=(const Ledger& other) {
   if (other.line_words_ != line_words_) {
