@@ -45,13 +45,16 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
 
 // A feasible prediction's flops and its time price (plan.hpp, time_rates()): a rate per word +
 // flops + a rate per pair of a partial tile (flash, dense small_cache; the density-adaptive
-// small_cache prices its work instead). Where the lines are predicted, the words priced are the
-// words those lines carry (lines x L): memory moves whole lines. Set the lines first.
-void set_flops(AlgorithmCost& cost, int64_t flops, int64_t partial_pairs = 0) {
+// small_cache prices its work instead). For a full mask, where both algorithms' lines are
+// predicted, the words priced are the words those lines carry (lines x L): memory moves whole
+// lines. Over a mask the words themselves, as the density-adaptive small_cache's price has them
+// (its lines are not predicted). Set the lines first.
+enum class Priced : uint8_t { words, lines };
+void set_flops(AlgorithmCost& cost, Priced priced, int64_t flops, int64_t partial_pairs = 0) {
   cost.flops = flops;
   cost.partial_pairs = partial_pairs;
   const TimeRates& rates = time_rates();
-  const double words = cost.lines_predicted
+  const double words = priced == Priced::lines
                            ? static_cast<double>(cost.total_lines()) * static_cast<double>(io::kDefaultLineWords)
                            : static_cast<double>(cost.total());
   cost.time_price = saturated_price(rates.word * words + static_cast<double>(flops) +
@@ -75,7 +78,7 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
   cost.lines_predicted = true;
   cost.read_lines = lines.reads;
   cost.write_lines = lines.writes;
-  set_flops(cost, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass));
+  set_flops(cost, Priced::lines, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass));
   if (pass == Pass::forward) {
     cost.tiles = matmul_tiles_text("S", tiles.scores) + ", " + matmul_tiles_text("O", tiles.output);
   } else {
@@ -104,16 +107,14 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   cost.reads = words.total().reads;
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
-  if (mask == nullptr) {
-    const auto lines = pass == Pass::forward
-                           ? schedules::predict_dense_forward_lines(shape, tiles, io::kDefaultLineWords)
-                           : schedules::predict_dense_backward_lines(shape, tiles, io::kDefaultLineWords);
-    cost.lines_predicted = true;
-    cost.read_lines = lines.reads;
-    cost.write_lines = lines.writes;
-  }
+  const auto lines = pass == Pass::forward
+                         ? schedules::predict_flash_forward_lines(shape, tiles, flash_mask.get(), io::kDefaultLineWords)
+                         : schedules::predict_flash_backward_lines(shape, tiles, flash_mask.get(), io::kDefaultLineWords);
+  cost.lines_predicted = true;
+  cost.read_lines = lines.total().reads;
+  cost.write_lines = lines.total().writes;
   // Partial tiles also apply their mask bits, pair by pair (plan.hpp).
-  set_flops(cost, schedules::flash_flops(shape, flash_mask.get(), pass),
+  set_flops(cost, mask == nullptr ? Priced::lines : Priced::words, schedules::flash_flops(shape, flash_mask.get(), pass),
             schedules::flash_partial_pairs(flash_mask.get(), pass));
   std::ostringstream text;
   text << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;

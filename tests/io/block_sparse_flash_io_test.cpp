@@ -60,20 +60,33 @@ void check_ledger(const Ledger& ledger, const FlashWords& predicted, int64_t res
   EXPECT_LE(ledger.peak_resident(), cache_words);
 }
 
-void check_counts(const std::string& spec, const Mask& mask, const HeadShape& s, int64_t cache_words) {
-  SCOPED_TRACE(describe(spec, s, cache_words));
+// Lines, values and indices apart, against the prediction.
+void check_lines(const Ledger& ledger, const FlashWords& predicted) {
+  const auto lines = [&](WordKind kind) {
+    const auto t = ledger.total_lines(kind);
+    return IoCount{t.reads, t.writes};
+  };
+  EXPECT_EQ(lines(WordKind::value), predicted.values);
+  EXPECT_EQ(lines(WordKind::index), predicted.indices);
+}
+
+void check_counts(const std::string& spec, const Mask& mask, const HeadShape& s, int64_t cache_words,
+                  int64_t line_words = spattn::io::kDefaultLineWords) {
+  SCOPED_TRACE(describe(spec, s, cache_words) + ", L " + std::to_string(line_words));
   HeadFixture head(s);
   const FlashTiles fwd = flash_tiles(s, cache_words, Pass::forward, kMasked);
   const FlashMask fwd_mask = build_flash_mask(mask.view(), s.seqlen_q, s.seqlen_k, fwd, Pass::forward);
-  check_ledger(count_flash_forward(head, fwd, cache_words, &fwd_mask),
-               predict_flash_forward_words(s, fwd, &fwd_mask),
+  const Ledger forward = count_flash_forward(head, fwd, cache_words, &fwd_mask, line_words);
+  check_ledger(forward, predict_flash_forward_words(s, fwd, &fwd_mask),
                flash_resident_words(s, fwd, Pass::forward, kMasked), cache_words);
+  check_lines(forward, predict_flash_forward_lines(s, fwd, &fwd_mask, line_words));
 
   const FlashTiles bwd = flash_tiles(s, cache_words, Pass::backward, kMasked);
   const FlashMask bwd_mask = build_flash_mask(mask.view(), s.seqlen_q, s.seqlen_k, bwd, Pass::backward);
   const FlashWords predicted = predict_flash_backward_words(s, bwd, &bwd_mask);
-  check_ledger(count_flash_backward(head, bwd, cache_words, &bwd_mask), predicted,
-               flash_resident_words(s, bwd, Pass::backward, kMasked), cache_words);
+  const Ledger backward = count_flash_backward(head, bwd, cache_words, &bwd_mask, line_words);
+  check_ledger(backward, predicted, flash_resident_words(s, bwd, Pass::backward, kMasked), cache_words);
+  check_lines(backward, predict_flash_backward_lines(s, bwd, &bwd_mask, line_words));
   EXPECT_EQ(predict_flash_backward(s, bwd, &bwd_mask), predicted.total());
 }
 
@@ -162,6 +175,19 @@ TEST(BlockSparseFlashIo, CountedEqualsPredictedOnEmptyTinyAndDegenerateMasks) {
   }
   for (const HeadShape& t : {HeadShape{0, 7, 4, 4}, HeadShape{7, 0, 4, 4}, HeadShape{0, 0, 4, 4}}) {
     check_counts("empty", Mask::empty(t.seqlen_q, t.seqlen_k), t, 1000);
+  }
+}
+
+// Lines of other sizes (L = 1: lines are words), head dims of one word (vectors) and of a few
+// lines, tiles that start inside lines.
+TEST(BlockSparseFlashIo, CountedLinesEqualPredictedForEveryLineSize) {
+  for (const HeadShape& s : {HeadShape{97, 97, 1, 1}, HeadShape{97, 257, 20, 33}, HeadShape{130, 130, 64, 64}}) {
+    for (const std::string spec : {"causal", "sliding_window:w=9", "random:p=0.1,seed=4", "bigbird:block=8,w=1,g=1,r=1,seed=2"}) {
+      const Mask mask = pattern_of(spec, s.seqlen_q, s.seqlen_k);
+      for (const int64_t line_words : {1, 3, 16, 32}) {
+        for (const int64_t m : cache_sizes(s, 2)) check_counts(spec, mask, s, m, line_words);
+      }
+    }
   }
 }
 

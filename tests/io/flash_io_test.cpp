@@ -175,8 +175,8 @@ TEST(FlashIo, CountedLinesEqualPredictedForEveryLineSize) {
         SCOPED_TRACE(describe(s, cache_words) + ", L " + std::to_string(line_words));
         const FlashTiles fwd = flash_tiles(s, cache_words, Pass::forward);
         const FlashTiles bwd = flash_tiles(s, cache_words, Pass::backward);
-        const Ledger f = count_flash_forward(head, fwd, cache_words, line_words);
-        const Ledger b = count_flash_backward(head, bwd, cache_words, line_words);
+        const Ledger f = count_flash_forward(head, fwd, cache_words, nullptr, line_words);
+        const Ledger b = count_flash_backward(head, bwd, cache_words, nullptr, line_words);
         EXPECT_EQ(counted_lines(f), predict_dense_forward_lines(s, fwd, line_words));
         EXPECT_EQ(counted_lines(b), predict_dense_backward_lines(s, bwd, line_words));
         if (line_words == 1) {
@@ -194,14 +194,14 @@ TEST(FlashIo, LinesByHand) {
   const HeadShape s{20, 20, 16, 16};
   HeadFixture head(s);
   const FlashTiles tiles{8, 8, 0, 0};
-  const Ledger f = count_flash_forward(head, tiles, 10000, 16);
+  const Ledger f = count_flash_forward(head, tiles, 10000, nullptr, 16);
   EXPECT_EQ(f.lines(Operand::q, WordKind::value).reads, 20);
   EXPECT_EQ(f.lines(Operand::k, WordKind::value).reads, 3 * 20);
   EXPECT_EQ(f.lines(Operand::o, WordKind::value).writes, 20);
   EXPECT_EQ(f.lines(Operand::lse, WordKind::value).writes, 3);
   // L = 6: a 16-word row spans 3 lines; the LSE runs [0, 8), [8, 16), [16, 20) span lines 0-1,
   // 1-2 and 2-3: 2 + 2 + 2.
-  const Ledger g = count_flash_forward(head, tiles, 10000, 6);
+  const Ledger g = count_flash_forward(head, tiles, 10000, nullptr, 6);
   EXPECT_EQ(g.lines(Operand::q, WordKind::value).reads, 20 * 3);
   EXPECT_EQ(g.lines(Operand::lse, WordKind::value).writes, 2 + 2 + 2);
 }

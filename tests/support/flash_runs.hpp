@@ -37,17 +37,17 @@ inline io::Ledger count_flash_backward(HeadFixture& head, const schedules::Flash
   return ledger;
 }
 
-// The same, counted in lines of `line_words` words (the dense schedule).
+// The same, counted in lines of `line_words` words.
 inline io::Ledger count_flash_forward(HeadFixture& head, const schedules::FlashTiles& tiles, int64_t cache_words,
-                                      int64_t line_words) {
+                                      const schedules::FlashMask* mask, int64_t line_words) {
   io::Ledger ledger(line_words);
-  run_flash_forward(head, tiles, cache_words, nullptr, &ledger);
+  run_flash_forward(head, tiles, cache_words, mask, &ledger);
   return ledger;
 }
 inline io::Ledger count_flash_backward(HeadFixture& head, const schedules::FlashTiles& tiles, int64_t cache_words,
-                                       int64_t line_words) {
+                                       const schedules::FlashMask* mask, int64_t line_words) {
   io::Ledger ledger(line_words);
-  run_flash_backward(head, tiles, cache_words, nullptr, &ledger);
+  run_flash_backward(head, tiles, cache_words, mask, &ledger);
   return ledger;
 }
 

@@ -126,6 +126,16 @@ FlashWords predict_flash_forward_words(const HeadShape& shape, const FlashTiles&
 FlashWords predict_flash_backward_words(const HeadShape& shape, const FlashTiles& tiles,
                                         const FlashMask* mask);
 
+// The same in lines of `line_words` words (io.hpp's rule), for operands that are dense row-major
+// arrays of their head: the dense formulas when mask == nullptr, else sums over the mask's tile
+// lists, O(outer tiles + stored tiles): every row tile costs ceil(width / L) lines a row (a
+// width-1 operand is a vector), LSE and D runs of a vector, and the lists' header, entry chunks and
+// bit sets their runs (indices).
+FlashWords predict_flash_forward_lines(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
+                                       int64_t line_words);
+FlashWords predict_flash_backward_lines(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
+                                        int64_t line_words);
+
 // Run the schedule: every buffer is allocated from `fast` once per loop nest, every operand moves
 // with fast.load / fast.store (counted when `fast` has a ledger). The shape comes from the views;
 // throws InvalidArgument on inconsistent views or non-positive tiles (before writing anything);

@@ -4,6 +4,8 @@
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_mask.hpp"
 
+#include <algorithm>
+
 namespace spattn::schedules {
 namespace {
 
@@ -37,7 +39,105 @@ ListSums sum_lists(const FlashTileLists& lists) {
   return sums;
 }
 
+// Lines of rows [row0, row0 + rows) of a dense row-major operand `width` words wide.
+int64_t row_lines(int64_t row0, int64_t rows, int64_t width, int64_t line_words) {
+  return width == 1 ? io::segment_lines(row0, rows, line_words)
+                    : rows * io::segment_lines(0, width, line_words);
+}
+
+// The index lines a TileWalker reads walking every outer tile's list: per outer tile the run
+// tile_ptr[i .. i + 1] and partial_ptr[i], its entries in runs of kFlashListChunk, and per
+// partial tile its bit set.
+int64_t list_index_lines(const FlashTileLists& lists, int64_t line_words) {
+  int64_t lines = lists.num_partial() * io::segment_lines(0, lists.bit_words, line_words);
+  for (int64_t i = 0; i < lists.num_outer_tiles(); ++i) {
+    lines += io::segment_lines(i, 2, line_words) + 1;
+    const int64_t end = lists.tile_ptr[static_cast<size_t>(i) + 1];
+    for (int64_t p = lists.tile_ptr[static_cast<size_t>(i)]; p < end; p += kFlashListChunk) {
+      lines += io::segment_lines(p, std::min(kFlashListChunk, end - p), line_words);
+    }
+  }
+  return lines;
+}
+
+// Calls visit(outer tile, its first row, its rows, number of visited inner tiles) per outer tile
+// and inner(first row, rows) per visited inner tile.
+template <typename Outer, typename Inner>
+void walk_lists(const FlashTileLists& lists, Outer&& outer, Inner&& inner) {
+  for (int64_t i = 0; i < lists.num_outer_tiles(); ++i) {
+    const int64_t begin = lists.tile_ptr[static_cast<size_t>(i)];
+    const int64_t end = lists.tile_ptr[static_cast<size_t>(i) + 1];
+    outer(i * lists.outer_block, tile_rows(lists.outer_rows, lists.outer_block, i), end - begin);
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t tile = lists.entries[static_cast<size_t>(p)] / 2;
+      inner(tile * lists.inner_block, tile_rows(lists.inner_rows, lists.inner_block, tile));
+    }
+  }
+}
+
 }  // namespace
+
+FlashWords predict_flash_forward_lines(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
+                                       int64_t line_words) {
+  FlashWords lines;
+  lines.values = predict_dense_forward_lines(shape, tiles, line_words);  // validates
+  if (mask == nullptr) return lines;
+  flash_detail::check_mask("predict_flash_forward_lines", mask, shape, tiles, Pass::forward);
+  const int64_t d = shape.head_dim, e = shape.head_dim_v, L = line_words;
+  lines.values = {};
+  walk_lists(
+      mask->query_rows,
+      [&](int64_t q0, int64_t rows, int64_t visits) {
+        if (visits > 0) lines.values.reads += row_lines(q0, rows, d, L);                  // Q
+        lines.values.writes += row_lines(q0, rows, e, L) + io::segment_lines(q0, rows, L);  // O, LSE
+      },
+      [&](int64_t k0, int64_t rows) { lines.values.reads += row_lines(k0, rows, d, L) + row_lines(k0, rows, e, L); });
+  lines.indices.reads = list_index_lines(mask->query_rows, L);
+  return lines;
+}
+
+FlashWords predict_flash_backward_lines(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
+                                        int64_t line_words) {
+  FlashWords lines;
+  lines.values = predict_dense_backward_lines(shape, tiles, line_words);  // validates
+  if (mask == nullptr) return lines;
+  flash_detail::check_mask("predict_flash_backward_lines", mask, shape, tiles, Pass::backward);
+  const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k;
+  const int64_t d = shape.head_dim, e = shape.head_dim_v, L = line_words;
+  IoCount& v = lines.values;
+  v = {};
+  // The D pre-pass, per query tile of block_q rows, whenever keys exist: O, dO read, D written.
+  if (n_k > 0) {
+    for (int64_t q0 = 0; q0 < n_q; q0 += tiles.block_q) {
+      const int64_t rows = std::min(tiles.block_q, n_q - q0);
+      v.reads += 2 * row_lines(q0, rows, e, L);
+      v.writes += io::segment_lines(q0, rows, L);
+    }
+  }
+  // dK/dV pass: K, V per key tile that visits; Q, dO, LSE, D per visit; dK, dV written.
+  walk_lists(
+      mask->key_cols,
+      [&](int64_t k0, int64_t rows, int64_t visits) {
+        const int64_t kv = row_lines(k0, rows, d, L) + row_lines(k0, rows, e, L);
+        if (visits > 0) v.reads += kv;
+        v.writes += kv;
+      },
+      [&](int64_t q0, int64_t rows) {
+        v.reads += row_lines(q0, rows, d, L) + row_lines(q0, rows, e, L) + 2 * io::segment_lines(q0, rows, L);
+      });
+  // dQ pass: Q, dO, LSE, D per query tile that visits; K, V per visit; dQ written.
+  walk_lists(
+      mask->query_rows,
+      [&](int64_t q0, int64_t rows, int64_t visits) {
+        if (visits > 0) {
+          v.reads += row_lines(q0, rows, d, L) + row_lines(q0, rows, e, L) + 2 * io::segment_lines(q0, rows, L);
+        }
+        v.writes += row_lines(q0, rows, d, L);
+      },
+      [&](int64_t k0, int64_t rows) { v.reads += row_lines(k0, rows, d, L) + row_lines(k0, rows, e, L); });
+  lines.indices.reads = list_index_lines(mask->key_cols, L) + list_index_lines(mask->query_rows, L);
+  return lines;
+}
 
 FlashWords predict_flash_forward_words(const HeadShape& shape, const FlashTiles& tiles,
                                        const FlashMask* mask) {
