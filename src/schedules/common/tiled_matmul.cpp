@@ -1,6 +1,8 @@
 // The tiled matrix product schedule, its tile choice and its exact prediction (tiled_matmul.hpp).
 #include "schedules/common/tiled_matmul.hpp"
 
+#include "schedules/common/dense_lines.hpp"
+
 #include "cpu/kernels/small_cache_kernels.hpp"
 
 #include <spattn/error.hpp>
@@ -39,18 +41,6 @@ IoCount predict_tiled_matmul(int64_t a, int64_t k, int64_t b, const MatmulTiles&
   return count;
 }
 
-namespace {
-
-// io::grid_lines of a rows x cols view of a dense row-major array, or of the transposed view of a
-// row-major (cols, rows) array.
-int64_t view_grid_lines(bool transposed, int64_t rows, int64_t cols, int64_t tile_rows,
-                        int64_t tile_cols, int64_t line_words) {
-  return io::grid_lines(transposed ? 1 : cols, transposed ? rows : 1, rows, cols, tile_rows, tile_cols,
-                        line_words);
-}
-
-}  // namespace
-
 IoCount predict_tiled_matmul_lines(int64_t a, int64_t k, int64_t b, const MatmulTiles& tiles,
                                    MatmulLayout layout, int64_t line_words, bool accumulate) {
   check_tiles("predict_tiled_matmul_lines", tiles);
@@ -58,12 +48,12 @@ IoCount predict_tiled_matmul_lines(int64_t a, int64_t k, int64_t b, const Matmul
   const int64_t row_blocks = ceil_div(a, tiles.tile_m);
   const int64_t col_blocks = ceil_div(b, tiles.tile_n);
   const bool retain = tiles.tile_k >= k;
-  const int64_t c_lines = view_grid_lines(false, a, b, tiles.tile_m, tiles.tile_n, line_words);
+  const int64_t c_lines = dense_grid_lines(a, b, tiles.tile_m, tiles.tile_n, line_words);
   IoCount count;
-  count.reads = row_blocks * view_grid_lines(layout.b_transposed, k, b, tiles.tile_k, tiles.tile_n, line_words);
+  count.reads = row_blocks * dense_grid_lines(k, b, tiles.tile_k, tiles.tile_n, line_words, layout.b_transposed);
   if (col_blocks > 0) {
     count.reads += (retain ? 1 : col_blocks) *
-                   view_grid_lines(layout.a_transposed, a, k, tiles.tile_m, tiles.tile_k, line_words);
+                   dense_grid_lines(a, k, tiles.tile_m, tiles.tile_k, line_words, layout.a_transposed);
   }
   if (accumulate) count.reads += c_lines;
   count.writes = c_lines;

@@ -3,6 +3,7 @@
 // outer tile, never running the schedule.
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_mask.hpp"
+#include "schedules/common/dense_lines.hpp"
 
 #include <algorithm>
 
@@ -37,12 +38,6 @@ ListSums sum_lists(const FlashTileLists& lists) {
   }
   sums.index_reads = 3 * num_outer + lists.num_stored() + lists.num_partial() * lists.bit_words;
   return sums;
-}
-
-// Lines of rows [row0, row0 + rows) of a dense row-major operand `width` words wide.
-int64_t row_lines(int64_t row0, int64_t rows, int64_t width, int64_t line_words) {
-  return width == 1 ? io::segment_lines(row0, rows, line_words)
-                    : rows * io::segment_lines(0, width, line_words);
 }
 
 // The index lines a TileWalker reads walking every outer tile's list: per outer tile the run
@@ -88,10 +83,10 @@ FlashWords predict_flash_forward_lines(const HeadShape& shape, const FlashTiles&
   walk_lists(
       mask->query_rows,
       [&](int64_t q0, int64_t rows, int64_t visits) {
-        if (visits > 0) lines.values.reads += row_lines(q0, rows, d, L);                  // Q
-        lines.values.writes += row_lines(q0, rows, e, L) + io::segment_lines(q0, rows, L);  // O, LSE
+        if (visits > 0) lines.values.reads += dense_rows_lines(q0, rows, d, L);                  // Q
+        lines.values.writes += dense_rows_lines(q0, rows, e, L) + io::segment_lines(q0, rows, L);  // O, LSE
       },
-      [&](int64_t k0, int64_t rows) { lines.values.reads += row_lines(k0, rows, d, L) + row_lines(k0, rows, e, L); });
+      [&](int64_t k0, int64_t rows) { lines.values.reads += dense_rows_lines(k0, rows, d, L) + dense_rows_lines(k0, rows, e, L); });
   lines.indices.reads = list_index_lines(mask->query_rows, L);
   return lines;
 }
@@ -110,7 +105,7 @@ FlashWords predict_flash_backward_lines(const HeadShape& shape, const FlashTiles
   if (n_k > 0) {
     for (int64_t q0 = 0; q0 < n_q; q0 += tiles.block_q) {
       const int64_t rows = std::min(tiles.block_q, n_q - q0);
-      v.reads += 2 * row_lines(q0, rows, e, L);
+      v.reads += 2 * dense_rows_lines(q0, rows, e, L);
       v.writes += io::segment_lines(q0, rows, L);
     }
   }
@@ -118,23 +113,23 @@ FlashWords predict_flash_backward_lines(const HeadShape& shape, const FlashTiles
   walk_lists(
       mask->key_cols,
       [&](int64_t k0, int64_t rows, int64_t visits) {
-        const int64_t kv = row_lines(k0, rows, d, L) + row_lines(k0, rows, e, L);
+        const int64_t kv = dense_rows_lines(k0, rows, d, L) + dense_rows_lines(k0, rows, e, L);
         if (visits > 0) v.reads += kv;
         v.writes += kv;
       },
       [&](int64_t q0, int64_t rows) {
-        v.reads += row_lines(q0, rows, d, L) + row_lines(q0, rows, e, L) + 2 * io::segment_lines(q0, rows, L);
+        v.reads += dense_rows_lines(q0, rows, d, L) + dense_rows_lines(q0, rows, e, L) + 2 * io::segment_lines(q0, rows, L);
       });
   // dQ pass: Q, dO, LSE, D per query tile that visits; K, V per visit; dQ written.
   walk_lists(
       mask->query_rows,
       [&](int64_t q0, int64_t rows, int64_t visits) {
         if (visits > 0) {
-          v.reads += row_lines(q0, rows, d, L) + row_lines(q0, rows, e, L) + 2 * io::segment_lines(q0, rows, L);
+          v.reads += dense_rows_lines(q0, rows, d, L) + dense_rows_lines(q0, rows, e, L) + 2 * io::segment_lines(q0, rows, L);
         }
-        v.writes += row_lines(q0, rows, d, L);
+        v.writes += dense_rows_lines(q0, rows, d, L);
       },
-      [&](int64_t k0, int64_t rows) { v.reads += row_lines(k0, rows, d, L) + row_lines(k0, rows, e, L); });
+      [&](int64_t k0, int64_t rows) { v.reads += dense_rows_lines(k0, rows, d, L) + dense_rows_lines(k0, rows, e, L); });
   lines.indices.reads = list_index_lines(mask->key_cols, L) + list_index_lines(mask->query_rows, L);
   return lines;
 }

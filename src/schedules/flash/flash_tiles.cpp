@@ -3,6 +3,8 @@
 // the tiles. The masked predictions are in flash_mask_predict.cpp.
 #include "schedules/flash/flash.hpp"
 
+#include "schedules/common/dense_lines.hpp"
+
 #include <spattn/error.hpp>
 
 #include <algorithm>
@@ -243,16 +245,6 @@ IoCount predict_dense_backward(const HeadShape& shape, const FlashTiles& tiles) 
 
 }  // namespace flash_detail
 
-namespace {
-
-// Lines of a dense row-major rows x width operand moved as tiles of `tile` whole rows: each row
-// costs ceil(width / L) lines, except that a width-1 operand is a vector (runs of `tile` words).
-int64_t rows_lines(int64_t rows, int64_t width, int64_t tile, int64_t line_words) {
-  return io::grid_lines(width, 1, rows, width, tile, width, line_words);
-}
-
-}  // namespace
-
 IoCount predict_dense_forward_lines(const HeadShape& shape, const FlashTiles& tiles, int64_t line_words) {
   using namespace flash_detail;
   check_shape(shape, "predict_dense_forward_lines");
@@ -261,10 +253,10 @@ IoCount predict_dense_forward_lines(const HeadShape& shape, const FlashTiles& ti
   const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k, L = line_words;
   const int64_t d = shape.head_dim, e = shape.head_dim_v, bq = tiles.block_q, bk = tiles.block_k;
   IoCount count;
-  count.writes = rows_lines(n_q, e, bq, L) + io::chunked_lines(n_q, bq, L);  // O, LSE
+  count.writes = dense_grid_lines(n_q, e, bq, e, L) + io::chunked_lines(n_q, bq, L);  // O, LSE
   if (n_k == 0) return count;
-  count.reads = rows_lines(n_q, d, bq, L) +
-                num_tiles(n_q, bq) * (rows_lines(n_k, d, bk, L) + rows_lines(n_k, e, bk, L));
+  count.reads = dense_grid_lines(n_q, d, bq, d, L) +
+                num_tiles(n_q, bq) * (dense_grid_lines(n_k, d, bk, d, L) + dense_grid_lines(n_k, e, bk, e, L));
   return count;
 }
 
@@ -277,19 +269,19 @@ IoCount predict_dense_backward_lines(const HeadShape& shape, const FlashTiles& t
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   const int64_t bq = tiles.block_q, bk = tiles.block_k;
   const int64_t cq = tiles.dkdv_block_q, ck = tiles.dkdv_block_k;
-  const int64_t gradients = rows_lines(n_k, d, ck, L) + rows_lines(n_k, e, ck, L) + rows_lines(n_q, d, bq, L);
+  const int64_t gradients = dense_grid_lines(n_k, d, ck, d, L) + dense_grid_lines(n_k, e, ck, e, L) + dense_grid_lines(n_q, d, bq, d, L);
   if (n_q == 0 || n_k == 0) return {0, gradients};  // zero gradients; D is neither needed nor written
   IoCount count;
   count.writes = gradients + io::chunked_lines(n_q, bq, L);  // + D
   // D pre-pass: O, dO per query tile of bq rows.
-  count.reads = 2 * rows_lines(n_q, e, bq, L);
+  count.reads = 2 * dense_grid_lines(n_q, e, bq, e, L);
   // dK/dV pass: K, V per key tile; Q, dO, LSE and D per query tile it visits.
-  count.reads += rows_lines(n_k, d, ck, L) + rows_lines(n_k, e, ck, L) +
-                 num_tiles(n_k, ck) * (rows_lines(n_q, d, cq, L) + rows_lines(n_q, e, cq, L) +
+  count.reads += dense_grid_lines(n_k, d, ck, d, L) + dense_grid_lines(n_k, e, ck, e, L) +
+                 num_tiles(n_k, ck) * (dense_grid_lines(n_q, d, cq, d, L) + dense_grid_lines(n_q, e, cq, e, L) +
                                        2 * io::chunked_lines(n_q, cq, L));
   // dQ pass: Q, dO, LSE and D per query tile; K, V per key tile it visits.
-  count.reads += rows_lines(n_q, d, bq, L) + rows_lines(n_q, e, bq, L) + 2 * io::chunked_lines(n_q, bq, L) +
-                 num_tiles(n_q, bq) * (rows_lines(n_k, d, bk, L) + rows_lines(n_k, e, bk, L));
+  count.reads += dense_grid_lines(n_q, d, bq, d, L) + dense_grid_lines(n_q, e, bq, e, L) + 2 * io::chunked_lines(n_q, bq, L) +
+                 num_tiles(n_q, bq) * (dense_grid_lines(n_k, d, bk, d, L) + dense_grid_lines(n_k, e, bk, e, L));
   return count;
 }
 

@@ -2,6 +2,8 @@
 // Derivations: docs/small_cache.md.
 #include "schedules/small_cache/small_cache.hpp"
 
+#include "schedules/common/dense_lines.hpp"
+
 #include <cassert>
 
 #include <spattn/error.hpp>
@@ -17,17 +19,6 @@ namespace {
 constexpr MatmulLayout kScoresLayout{false, true};
 constexpr MatmulLayout kRowMajor{false, false};
 constexpr MatmulLayout kTransposedA{true, false};
-
-// Lines of a vector of `length` words moved in consecutive chunks of `chunk` (LSE, D).
-int64_t vector_lines(int64_t length, int64_t chunk, int64_t line_words) {
-  return io::chunked_lines(length, chunk, line_words);
-}
-
-// Lines of a dense row-major rows x cols array moved as the grid of tile_rows x tile_cols tiles.
-int64_t row_major_lines(int64_t rows, int64_t cols, int64_t tile_rows, int64_t tile_cols,
-                        int64_t line_words) {
-  return io::grid_lines(cols, 1, rows, cols, tile_rows, tile_cols, line_words);
-}
 
 void check_shape(const char* where, const HeadShape& shape) {
   if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
@@ -175,9 +166,9 @@ IoCount predict_small_cache_forward_lines(const HeadShape& shape, const SmallCac
   // S = scale Q K^T, LSE written at each row block's end; O = exp(S - LSE) V, LSE read per row
   // block.
   count += predict_tiled_matmul_lines(m, shape.head_dim, n, tiles.scores, kScoresLayout, L);
-  count.writes += vector_lines(m, tiles.scores.tile_m, L);
+  count.writes += io::chunked_lines(m, tiles.scores.tile_m, L);
   count += predict_tiled_matmul_lines(m, n, shape.head_dim_v, tiles.output, kRowMajor, L);
-  count.reads += vector_lines(m, tiles.output.tile_m, L);
+  count.reads += io::chunked_lines(m, tiles.output.tile_m, L);
   return count;
 }
 
@@ -189,16 +180,16 @@ IoCount predict_small_cache_backward_lines(const HeadShape& shape, const SmallCa
   const int64_t L = line_words;
   IoCount count;
   // D pass: dO and O in delta_rows x delta_cols chunks, D written per row chunk.
-  count.reads += 2 * row_major_lines(m, dv, tiles.delta_rows, tiles.delta_cols, L);
-  count.writes += vector_lines(m, tiles.delta_rows, L);
+  count.reads += 2 * dense_grid_lines(m, dv, tiles.delta_rows, tiles.delta_cols, L);
+  count.writes += io::chunked_lines(m, tiles.delta_rows, L);
   // P: Q, K, LSE per row block; P written.
   count += predict_tiled_matmul_lines(m, d, n, tiles.scores, kScoresLayout, L);
-  count.reads += vector_lines(m, tiles.scores.tile_m, L);
+  count.reads += io::chunked_lines(m, tiles.scores.tile_m, L);
   // dS: dO, V, D per row block, and each P tile once, in runs of whole rows that fit the B chunk
   // buffer (as ScoreGradientHooks loads it); dS written.
   const MatmulTiles& ds = tiles.d_scores;
   count += predict_tiled_matmul_lines(m, dv, n, ds, kScoresLayout, L);
-  count.reads += vector_lines(m, ds.tile_m, L);
+  count.reads += io::chunked_lines(m, ds.tile_m, L);
   if (n == 1 && m > 0) {
     // P is then a vector, so the runs matter: rows [row0 + r0, + run) of each row block.
     const int64_t run = std::max<int64_t>(1, ds.tile_k * ds.tile_n);
@@ -209,7 +200,7 @@ IoCount predict_small_cache_backward_lines(const HeadShape& shape, const SmallCa
       }
     }
   } else {
-    count.reads += row_major_lines(m, n, ds.tile_m, ds.tile_n, L);
+    count.reads += dense_grid_lines(m, n, ds.tile_m, ds.tile_n, L);
   }
   // dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO.
   count += predict_tiled_matmul_lines(m, n, d, tiles.dq, kRowMajor, L);
