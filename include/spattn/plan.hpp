@@ -78,9 +78,9 @@ struct AlgorithmCost {
   // mask's entries sparse; CSR inputs are scattered into dense tiles, so the same).
   int64_t flops = 0;
   // PlanObjective::time's price of the run, per head, in flops of flash's kernels (0 where flops
-  // is): time_rates().word x words + flops (+ partial-tile pairs), the words being lines x 16
-  // for a full mask (both algorithms' lines predicted); for small_cache over a mask its words,
-  // entry visits, walk steps and flops at the rates above.
+  // is): time_rates().word x words + flops (+ partial-tile pairs), the words being the words its
+  // predicted lines carry (lines x 16: memory moves whole lines); for small_cache over a mask
+  // those words, entry visits, walk steps and flops at the rates above.
   int64_t time_price = 0;
   // The work terms time_price prices besides the words and flops (0 where they do not apply):
   // flash's pairs of partial tiles; the density-adaptive small_cache's entry visits and walk steps
@@ -89,9 +89,9 @@ struct AlgorithmCost {
   int64_t entry_visits = 0;
   int64_t walk_steps = 0;
   // The words above in lines of Plan::line_words words (spattn/io.hpp's line model), per head,
-  // where the line model predicts them exactly: flash (dense and block-sparse) and the dense
-  // small_cache. Not predicted (lines_predicted false, lines 0) for the density-adaptive
-  // small_cache and CSR inputs, whose counted runs still count their lines.
+  // where the line model predicts them exactly: flash (dense and block-sparse) and small_cache
+  // (dense and density-adaptive). Not predicted (lines_predicted false, lines 0) for CSR inputs,
+  // whose counted runs still count their lines.
   bool lines_predicted = false;
   int64_t read_lines = 0;
   int64_t write_lines = 0;
@@ -175,8 +175,8 @@ bool operator!=(const Plan& a, const Plan& b);
 
 // Auto's choice between two predictions (feasible or not; at least one feasible): the feasible
 // one, or by the objective above (masked: the problem has a mask other than full): the fewer
-// lines where both predict them (a full mask's dense schedules), else the fewer words, or for
-// time over a mask the smaller time_price; flash on a tie.
+// lines where both predict them, else the fewer words, or for time over a mask the smaller
+// time_price; flash on a tie.
 Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& small_cache, bool masked,
                            PlanObjective objective);
 

@@ -119,15 +119,12 @@ def test_io_counts_equal_the_preview_and_the_prediction(generator):
         for key in ("algorithm", "predicted_reads", "predicted_writes", "flash", "small_cache", "bound"):
             assert preview[key] == report[key], key
         assert report["bound"] > 0
-        # Lines: counted for every call; over a mask predicted for flash (block-sparse), not for
-        # the density-adaptive small_cache.
+        # Lines: counted for every call and, over a mask, predicted for block-sparse flash and the
+        # density-adaptive small_cache alike.
         assert sum(op["read_lines"] for op in report["operands"].values()) == report["counted_read_lines"] > 0
         assert report["line_words"] == 16
-        if report["algorithm"] == "flash":
-            assert report["predicted_read_lines"] == report["counted_read_lines"]
-            assert report["predicted_write_lines"] == report["counted_write_lines"]
-        else:
-            assert report["predicted_read_lines"] is None
+        assert report["predicted_read_lines"] == report["counted_read_lines"]
+        assert report["predicted_write_lines"] == report["counted_write_lines"]
 
 
 def test_dense_lines_counted_equal_the_prediction(generator):

@@ -7,6 +7,7 @@
 #include <spattn/error.hpp>
 
 #include <algorithm>
+#include <vector>
 
 namespace spattn::schedules {
 
@@ -17,16 +18,29 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// What choose_sweep minimizes for a sweep's tiles: words, or the time price of the words, the
-// entry visits and the walk (the flops are the same for every tile of a sweep).
-int64_t sweep_price(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
-                    const SparseSweepTiles& tiles, int64_t touched, PlanObjective objective) {
+// What choose_sweep minimizes for a sweep's tiles, first then second: for words, the lines and
+// then the words (the words alone when L = 1); for time, the time price of the words the lines
+// carry (lines x L: memory moves whole lines), the entry visits and the walk (the flops are the
+// same for every tile of a sweep), then the words.
+struct SweepPrice {
+  int64_t first = -1;
+  int64_t second = 0;
+  bool operator<(const SweepPrice& other) const {
+    return first != other.first ? first < other.first : second < other.second;
+  }
+  bool operator==(const SweepPrice& other) const { return first == other.first && second == other.second; }
+};
+SweepPrice sweep_price(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                       const SparseSweepTiles& tiles, int64_t touched, PlanObjective objective,
+                       int64_t line_words) {
   const int64_t words = sweep_io(sweep, shape, mask, tiles, touched).total().total();
-  if (objective == PlanObjective::words) return words;
+  const int64_t lines =
+      line_words == 1 ? words : sweep_lines(sweep, shape, mask, tiles, touched, line_words).total().total();
+  if (objective == PlanObjective::words) return {lines, words};
   SparseSmallCacheWork work;
   work.entry_visits = sweep_entry_visits(sweep, shape, mask, tiles);
   work.walk_steps = sweep_walk_steps(sweep, shape, mask, tiles, touched);
-  return sparse_small_cache_time_price(words, work);
+  return {sparse_small_cache_time_price(lines * line_words, work), words};
 }
 
 // The column windows the time objective reserves room for (besides the 1-column window that
@@ -35,54 +49,72 @@ constexpr int64_t kReservedWindows[] = {16, 64, 256, 1024};
 
 // The tiles of one sweep with the smallest sweep_price (sparse_small_cache_tiles).
 SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
-                              int64_t cache_words, PlanObjective objective) {
+                              int64_t cache_words, PlanObjective objective, int64_t line_words) {
   const SweepTraits traits = sweep_traits(sweep);
   const int64_t w = std::max<int64_t>(sweep_width(sweep, shape), 1);
   const int64_t rows = std::max<int64_t>(traits.transposed ? mask.seqlen_k() : mask.seqlen_q(), 1);
   const int64_t cols = std::max<int64_t>(traits.transposed ? mask.seqlen_q() : mask.seqlen_k(), 1);
   SparseSweepTiles best;
-  int64_t best_price = -1;
-  // Row blocks for a chunk and a reserved window: the largest that fits; as many blocks, evenly
-  // sized (a short last block re-reads the B rows its few rows touch); the largest power of two
-  // below (masks built of aligned blocks, BigBird, random blocks). The window takes what is left.
-  const auto try_blocks = [&](int64_t chunk, int64_t window) {
-    const int64_t per_row = chunk + kRowIndexWords + traits.row_words;
-    const int64_t fixed = 1 + traits.entry_words + window * (chunk + 1);
-    if (cache_words < fixed + per_row) return;
-    const int64_t largest = std::min((cache_words - fixed) / per_row, rows);
+  SweepPrice best_price;
+  // Row blocks for a chunk, a reserved window and a run: the largest that fits; as many blocks,
+  // evenly sized (a short last block re-reads the B rows its few rows touch); the largest power
+  // of two below (masks built of aligned blocks, BigBird, random blocks). The window takes what is
+  // left.
+  const auto try_blocks = [&](int64_t chunk, int64_t window, int64_t run) {
+    const int64_t run_per_row = run > 1 ? (traits.entry_runs + 1) * run : 0;
+    const int64_t per_row = chunk + kRowIndexWords + traits.row_words + run_per_row;
+    const int64_t one_word_runs = run > 1 ? 0 : traits.entry_runs;
+    const int64_t fixed_words = 1 + one_word_runs + (traits.transposed ? 1 : 0);
+    if (cache_words < fixed_words + window * (chunk + 1) + per_row) return;
+    const int64_t largest = std::min((cache_words - fixed_words - window * (chunk + 1)) / per_row, rows);
     int64_t power = 1;
     while (power * 2 <= largest) power *= 2;
     for (const int64_t block_rows : {largest, ceil_div(rows, ceil_div(rows, largest)), power}) {
       SparseSweepTiles tiles;
       tiles.chunk = chunk;
+      tiles.run = run;
       tiles.block_rows = block_rows;
-      tiles.block_cols = std::min(
-          (cache_words - 1 - traits.entry_words - block_rows * per_row) / (chunk + 1), cols);
-      const int64_t price =
-          sweep_price(sweep, shape, mask, tiles, touched_of(mask, traits.transposed, block_rows), objective);
+      tiles.block_cols = std::min((cache_words - fixed_words - block_rows * per_row) / (chunk + 1), cols);
+      const SweepPrice price = sweep_price(sweep, shape, mask, tiles,
+                                           touched_of(mask, traits.transposed, block_rows), objective, line_words);
       // On a tie: words keeps the larger block (its choice since the start), time the smaller
       // (evenly sized blocks split better over workers).
       const bool tie_wins = objective == PlanObjective::words ? block_rows > best.block_rows
                                                               : block_rows < best.block_rows;
-      if (best_price < 0 || price < best_price || (price == best_price && tie_wins)) {
+      if (best_price.first < 0 || price < best_price || (price == best_price && tie_wins)) {
         best = tiles;
         best_price = price;
       }
     }
   };
-  int64_t previous_chunk = 0;
-  for (int64_t count = 1; count <= w; ++count) {
-    const int64_t chunk = ceil_div(w, count);  // the narrowest chunk giving `count` chunks
-    if (chunk == previous_chunk) continue;
-    previous_chunk = chunk;
-    try_blocks(chunk, 1);
+  // Runs: every power of two that divides a line (each run inside one line), from single words to
+  // whole lines: a longer run moves fewer lines, a shorter one needs smaller run buffers per row.
+  std::vector<int64_t> runs;
+  for (int64_t run = 1; run <= line_words; run *= 2) {
+    if (line_words % run == 0) runs.push_back(run);
   }
-  // Wider windows at the chosen chunk only: each candidate row block costs a count of the
+  if (runs.back() != line_words) runs.push_back(line_words);
+  for (const int64_t run : runs) {
+    int64_t previous_chunk = 0;
+    for (int64_t count = 1; count <= w; ++count) {
+      const int64_t chunk = ceil_div(w, count);  // the narrowest chunk giving `count` chunks
+      if (chunk == previous_chunk) continue;
+      previous_chunk = chunk;
+      try_blocks(chunk, 1, run);
+    }
+    // Lines counted: also chunks of whole lines (every chunk but the last starts and ends on a
+    // line; a chunk boundary inside a line costs that line twice).
+    for (int64_t chunk = line_words; line_words > 1 && chunk < w; chunk += line_words) {
+      if (w % chunk != 0 && ceil_div(w, ceil_div(w, chunk)) != chunk) try_blocks(chunk, 1, run);
+    }
+  }
+  // Wider windows at the chosen chunk and run only: each candidate row block costs a count of the
   // touched columns (O(nnz) on an unstructured mask).
   if (objective == PlanObjective::time) {
     const int64_t chunk = best.chunk;
+    const int64_t run = best.run;
     for (const int64_t window : kReservedWindows) {
-      if (window < cols) try_blocks(chunk, window);
+      if (window < cols) try_blocks(chunk, window, run);
     }
   }
   return best;  // the minimum M guarantees that count = 1 (or the widest fitting chunk) fits
@@ -92,13 +124,16 @@ SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseM
 
 SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape,
                                                const SparseSmallCacheMask& mask,
-                                               int64_t cache_words, Pass pass, PlanObjective objective) {
-  return sparse_small_cache_tiles(shape, counts_of(mask), cache_words, pass, objective);
+                                               int64_t cache_words, Pass pass, PlanObjective objective,
+                                               int64_t line_words) {
+  return sparse_small_cache_tiles(shape, counts_of(mask), cache_words, pass, objective, line_words);
 }
 
 SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const SparseMaskCounts& mask,
-                                               int64_t cache_words, Pass pass, PlanObjective objective) {
+                                               int64_t cache_words, Pass pass, PlanObjective objective,
+                                               int64_t line_words) {
   check_shape("sparse_small_cache_tiles", shape);
+  io::check_line_words("sparse_small_cache_tiles", line_words);
   check_mask("sparse_small_cache_tiles", shape, mask);
   const int64_t minimum = sparse_small_cache_min_cache_words(pass);
   if (cache_words < minimum) {
@@ -112,7 +147,10 @@ SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const Spa
   tiles.shape = shape;
   tiles.cache_words = cache_words;
   tiles.nnz = mask.nnz();
-  for (Sweep sweep : sweeps_of(pass)) tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, objective);
+  tiles.line_words = line_words;
+  for (Sweep sweep : sweeps_of(pass)) {
+    tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, objective, line_words);
+  }
   return tiles;
 }
 

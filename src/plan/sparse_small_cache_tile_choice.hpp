@@ -12,12 +12,15 @@
 namespace spattn::schedules {
 
 // Chooses each sweep's tiles for fast memory of `cache_words` words: for every chunk width that
-// gives a distinct number of chunks (about 2 sqrt(d) widths), three row blocks (the largest that
-// fits, as many evenly sized, the largest power of two below), each priced by the exact
-// prediction (walking the mask: O(nnz + rows) per row block size, memoized).
-//   objective words: the fewest words; the column window takes the memory left (it changes no
-//     count, only how often the rows are scanned: usually 1 column).
-//   objective time: the smallest sparse_small_cache_time_price (below); at the best chunk the
+// gives a distinct number of chunks (about 2 sqrt(d) widths) and each run (1 word, and with
+// line_words > 1 a line), three row blocks (the largest that fits, as many evenly sized, the
+// largest power of two below), each priced by the exact prediction (walking the mask: O(nnz +
+// rows) per row block size, memoized).
+//   objective words: the fewest lines of line_words words, then the fewest words (line_words = 1:
+//     the fewest words); the column window takes the memory left (it changes no count, only how
+//     often the rows are scanned: usually 1 column).
+//   objective time: the smallest sparse_small_cache_time_price (below) of the words its lines
+//     carry (lines x line_words); at the best chunk and run the
 //     candidates also reserve windows of 16, 64, 256 and 1024 columns (a wide window costs some
 //     of the row block, and lets a walk find its rows once per window instead of once per
 //     column). The price also prefers fewer chunks (each re-walks the entries): on uniform
@@ -31,13 +34,15 @@ namespace spattn::schedules {
 SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape,
                                                const SparseSmallCacheMask& mask,
                                                int64_t cache_words, Pass pass,
-                                               PlanObjective objective = PlanObjective::words);
+                                               PlanObjective objective = PlanObjective::words,
+                                               int64_t line_words = io::kDefaultLineWords);
 
 // The same choice from the mask's counts alone (sparse_mask_counts.hpp; equal tiles): the planner
 // prices small_cache this way, without building a SparseSmallCacheMask.
 SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const SparseMaskCounts& mask,
                                                int64_t cache_words, Pass pass,
-                                               PlanObjective objective = PlanObjective::words);
+                                               PlanObjective objective = PlanObjective::words,
+                                               int64_t line_words = io::kDefaultLineWords);
 
 // PlanObjective::time's price of a run with `words` moved and `work` done, in flops of flash's
 // kernels, at spattn::time_rates() (per word, entry visit, walk step and flop).

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 using spattn::Algorithm;
@@ -61,8 +62,8 @@ TEST(HeadMasks, EveryAlgorithmMatchesTheReferenceAndCountsWhatItPredicts) {
   }
 }
 
-// Over the heads' summed predictions: for words the smaller total, for time the smaller summed
-// time price (the masks are not full).
+// Over the heads' summed predictions: for words the fewer lines (then words), for time the
+// smaller summed time price (the masks are not full).
 TEST(HeadMasks, AutomaticPicksOneAlgorithmWithTheSmallerTotal) {
   const std::vector<Mask> masks = masks_of(kFourMasks, 64, 64);
   ApiProblem p(1, 4, 4, 64, 64, 16);
@@ -74,10 +75,13 @@ TEST(HeadMasks, AutomaticPicksOneAlgorithmWithTheSmallerTotal) {
       const auto [forward_plan, backward_plan] = p.run(masks, options);
       for (const spattn::Plan& plan : {forward_plan, backward_plan}) {
         ASSERT_TRUE(plan.masked);
+        // Words: the fewer lines (both predict them), the words breaking a tie.
+        const auto io = [](const spattn::AlgorithmCost& cost) { return std::make_pair(cost.total_lines(), cost.total()); };
+        ASSERT_TRUE(plan.small_cache.lines_predicted);
         const bool flash_cheaper =
             plan.flash.feasible &&
             (objective == spattn::PlanObjective::time ? plan.flash.time_price <= plan.small_cache.time_price
-                                                      : plan.flash.total() <= plan.small_cache.total());
+                                                      : io(plan.flash) <= io(plan.small_cache));
         EXPECT_EQ(plan.algorithm, flash_cheaper ? Algorithm::flash : Algorithm::small_cache)
             << m << " " << spattn::plan_objective_name(objective);
       }

@@ -27,6 +27,7 @@
 namespace {
 
 using namespace spattn::schedules;
+using spattn::schedules::sparse_small_cache_detail::counts_of;
 using sparse_formats::CsrPattern;
 using spattn::io::FastMemory;
 using spattn::io::Ledger;
@@ -59,8 +60,18 @@ void expect_equal(const Ledger& ledger, const SparseIo& predicted) {
   EXPECT_EQ(ledger.traffic(Operand::mask, WordKind::value).total(), 0);
 }
 
+// The lines counted (the ledger's line size) equal the lines predicted, values and indices apart.
+void expect_equal_lines(const Ledger& ledger, const SparseIo& predicted) {
+  const auto values = ledger.total_lines(WordKind::value);
+  const auto indices = ledger.total_lines(WordKind::index);
+  EXPECT_EQ(values.reads, predicted.values.reads);
+  EXPECT_EQ(values.writes, predicted.values.writes);
+  EXPECT_EQ(indices.reads, predicted.indices.reads);
+  EXPECT_EQ(indices.writes, 0);
+}
+
 // Runs forward and backward counted at fast memory M and checks every count against the
-// prediction, in total and per operand.
+// prediction, in total and per operand, words and lines.
 void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int64_t cache_words) {
   SCOPED_TRACE(::testing::Message()
                << "seqlen_q " << shape.seqlen_q << " seqlen_k " << shape.seqlen_k << " d "
@@ -77,6 +88,7 @@ void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int6
     sparse_small_cache_forward(fast, head.forward(), mask, forward_tiles);
   }
   expect_equal(forward, predict_sparse_small_cache_forward(shape, mask, forward_tiles));
+  expect_equal_lines(forward, predict_sparse_small_cache_forward_lines(shape, counts_of(mask), forward_tiles));
   EXPECT_EQ(forward.peak_resident(), sparse_small_cache_fast_words(forward_tiles));
   EXPECT_LE(forward.peak_resident(), cache_words);
   const SparseSweepTiles& scores = forward_tiles.scores;
@@ -100,6 +112,7 @@ void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int6
     sparse_small_cache_backward(fast, head.backward(), mask, backward_tiles);
   }
   expect_equal(backward, predict_sparse_small_cache_backward(shape, mask, backward_tiles));
+  expect_equal_lines(backward, predict_sparse_small_cache_backward_lines(shape, counts_of(mask), backward_tiles));
   EXPECT_EQ(backward.peak_resident(), sparse_small_cache_fast_words(backward_tiles));
   EXPECT_LE(backward.peak_resident(), cache_words);
   const int64_t prob_chunks = std::max<int64_t>(1, ceil_div(d, backward_tiles.probs.chunk));
@@ -206,8 +219,9 @@ TEST(SparseSmallCacheIo, CountedEqualsPredictedOnStructuredRandomAndEdgeMasks) {
 }
 
 TEST(SparseSmallCacheIo, ChosenTilesAreWithinTwoPercentOfTheBestThatFit) {
-  // Brute force over every (block_rows, chunk) that fits, per sweep; the window is 1 (it changes
-  // no count). The choice tries three row blocks per chunk width (docs: "Tile choice").
+  // Brute force over every (block_rows, chunk, run) that fits, per sweep; the window is 1 (it
+  // changes no count). The choice tries three row blocks per chunk width (docs: "Tile choice").
+  // In words (L = 1: runs of 1) and in lines of 16 words (runs of 1 and 16).
   using namespace spattn::schedules::sparse_small_cache_detail;
   const Sweep forward_sweeps[] = {Sweep::scores, Sweep::output};
   const Sweep backward_sweeps[] = {Sweep::probs, Sweep::d_scores, Sweep::dq, Sweep::dk, Sweep::dv};
@@ -218,86 +232,123 @@ TEST(SparseSmallCacheIo, ChosenTilesAreWithinTwoPercentOfTheBestThatFit) {
     const HeadShape shape{n, n, 16, 24};
     const SparseSmallCacheMask mask =
         prepare_mask(sparse_formats::make_pattern(sparse_formats::parse_pattern_spec(text), n, n));
-    for (int64_t cache_words : {12, 40, 200, 1000}) {
-      for (Pass pass : {Pass::forward, Pass::backward}) {
-        const SparseSmallCacheTiles tiles =
-            sparse_small_cache_tiles(shape, mask, cache_words, pass);
-        EXPECT_LE(sparse_small_cache_fast_words(tiles), cache_words);
-        const auto check = [&](Sweep sweep, const SparseSweepTiles& chosen) {
-          const int64_t width =
-              sweep == Sweep::output || sweep == Sweep::d_scores || sweep == Sweep::dv ? 24 : 16;
-          int64_t best = -1;
-          for (int64_t chunk = 1; chunk <= width; ++chunk) {
-            for (int64_t block_rows = 1; block_rows <= n; ++block_rows) {
-              const SparseSweepTiles candidate{block_rows, 1, chunk};
-              if (sweep_fast_words(sweep, candidate) > cache_words) break;
-              const int64_t words = predict_sweep(sweep, shape, mask, candidate).total().total();
-              if (best < 0 || words < best) best = words;
+    const auto counts = counts_of(mask);
+    for (int64_t line_words : {1, 16}) {
+      // What the choice minimizes first: words (L = 1) or lines.
+      const auto cost = [&](Sweep sweep, const SparseSweepTiles& tiles) {
+        const int64_t touched = touched_of(counts, sweep_traits(sweep).transposed, tiles.block_rows);
+        return line_words == 1 ? predict_sweep(sweep, shape, mask, tiles).total().total()
+                               : sweep_lines(sweep, shape, counts, tiles, touched, line_words).total().total();
+      };
+      for (int64_t cache_words : {12, 40, 200, 1000}) {
+        for (Pass pass : {Pass::forward, Pass::backward}) {
+          const SparseSmallCacheTiles tiles =
+              sparse_small_cache_tiles(shape, mask, cache_words, pass, spattn::PlanObjective::words, line_words);
+          EXPECT_LE(sparse_small_cache_fast_words(tiles), cache_words);
+          const auto check = [&](Sweep sweep, const SparseSweepTiles& chosen) {
+            const int64_t width =
+                sweep == Sweep::output || sweep == Sweep::d_scores || sweep == Sweep::dv ? 24 : 16;
+            int64_t best = -1;
+            for (int64_t run : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}, line_words}) {
+              if (line_words % run != 0) continue;
+              for (int64_t chunk = 1; chunk <= width; ++chunk) {
+                for (int64_t block_rows = 1; block_rows <= n; ++block_rows) {
+                  const SparseSweepTiles candidate{block_rows, 1, chunk, run};
+                  if (sweep_fast_words(sweep, candidate) > cache_words) break;
+                  const int64_t value = cost(sweep, candidate);
+                  if (best < 0 || value < best) best = value;
+                }
+              }
             }
+            EXPECT_EQ(line_words % chosen.run, 0);
+            EXPECT_LE(static_cast<double>(cost(sweep, chosen)), 1.02 * static_cast<double>(best))
+                << "L " << line_words << " M " << cache_words << " sweep " << static_cast<int>(sweep);
+          };
+          if (pass == Pass::forward) {
+            check(forward_sweeps[0], tiles.scores);
+            check(forward_sweeps[1], tiles.output);
+          } else {
+            check(backward_sweeps[0], tiles.probs);
+            check(backward_sweeps[1], tiles.d_scores);
+            check(backward_sweeps[2], tiles.dq);
+            check(backward_sweeps[3], tiles.dk);
+            check(backward_sweeps[4], tiles.dv);
           }
-          const int64_t words = predict_sweep(sweep, shape, mask, chosen).total().total();
-          EXPECT_LE(static_cast<double>(words), 1.02 * static_cast<double>(best))
-              << "M " << cache_words << " sweep " << static_cast<int>(sweep);
-        };
-        if (pass == Pass::forward) {
-          check(forward_sweeps[0], tiles.scores);
-          check(forward_sweeps[1], tiles.output);
-        } else {
-          check(backward_sweeps[0], tiles.probs);
-          check(backward_sweeps[1], tiles.d_scores);
-          check(backward_sweeps[2], tiles.dq);
-          check(backward_sweeps[3], tiles.dk);
-          check(backward_sweeps[4], tiles.dv);
         }
       }
     }
   }
 }
 
+// The predicted I/O with tiles chosen for lines of `line_words` words: words when line_words = 1,
+// else the words the lines carry (lines x L: the line model's I/O in words, comparable with the
+// word bounds, which carry over divided by L).
+double predicted_io(const HeadShape& shape, const SparseSmallCacheMask& mask, int64_t cache_words, Pass pass,
+                    int64_t line_words) {
+  const auto tiles = sparse_small_cache_tiles(shape, mask, cache_words, pass, spattn::PlanObjective::words,
+                                              line_words);
+  if (line_words == 1) {
+    return static_cast<double>((pass == Pass::forward ? predict_sparse_small_cache_forward(shape, mask, tiles)
+                                                      : predict_sparse_small_cache_backward(shape, mask, tiles))
+                                   .total()
+                                   .total());
+  }
+  const auto counts = counts_of(mask);
+  const auto lines = pass == Pass::forward ? predict_sparse_small_cache_forward_lines(shape, counts, tiles)
+                                           : predict_sparse_small_cache_backward_lines(shape, counts, tiles);
+  return static_cast<double>(lines.total().total() * line_words);
+}
+
 TEST(SparseSmallCacheIo, PredictedIoGrowsLikeTheSquareRootOfTheDensity) {
-  // M = 1024, d = 64, n = 2048, uniform random masks from 1 % to 50 %: predictions only.
+  // M = 1024, d = 64, n = 2048, uniform random masks from 1 % to 50 %: predictions only, in words
+  // and in lines of 16 words.
   const int64_t n = 2048, d = 64, cache_words = 1024;
   const HeadShape shape{n, n, d, d};
   const std::vector<double> densities = kSanitized
                                             ? std::vector<double>{0.01, 0.1, 0.5}
                                             : std::vector<double>{0.01, 0.02, 0.05, 0.1, 0.2, 0.5};
-  std::vector<double> forward, backward;
-  for (double density : densities) {
-    const SparseSmallCacheMask mask = prepare_mask(sparse_formats::random_pattern(n, n, density, 17));
-    forward.push_back(static_cast<double>(
-        predict_sparse_small_cache_forward(
-            shape, mask, sparse_small_cache_tiles(shape, mask, cache_words, Pass::forward))
-            .total()
-            .total()));
-    backward.push_back(static_cast<double>(
-        predict_sparse_small_cache_backward(
-            shape, mask, sparse_small_cache_tiles(shape, mask, cache_words, Pass::backward))
-            .total()
-            .total()));
+  std::vector<SparseSmallCacheMask> masks;
+  for (double density : densities) masks.push_back(prepare_mask(sparse_formats::random_pattern(n, n, density, 17)));
+  for (int64_t line_words : {1, 16}) {
+    std::vector<double> forward, backward;
+    for (const SparseSmallCacheMask& mask : masks) {
+      forward.push_back(predicted_io(shape, mask, cache_words, Pass::forward, line_words));
+      backward.push_back(predicted_io(shape, mask, cache_words, Pass::backward, line_words));
+    }
+    const double forward_slope = log_log_slope(densities, forward);
+    const double backward_slope = log_log_slope(densities, backward);
+    std::printf("sqrt-density scaling, n %lld d %lld M %lld, L %lld: forward slope %.3f, backward %.3f\n",
+                static_cast<long long>(n), static_cast<long long>(d), static_cast<long long>(cache_words),
+                static_cast<long long>(line_words), forward_slope, backward_slope);
+    for (size_t i = 0; i < densities.size(); ++i) {
+      std::printf("  density %.2f: forward %.4g words, backward %.4g words\n", densities[i], forward[i],
+                  backward[i]);
+    }
+    EXPECT_NEAR(forward_slope, 0.5, 0.1) << "L " << line_words;
+    if (line_words == 1) {
+      EXPECT_NEAR(backward_slope, 0.5, 0.1);
+    } else {
+      // In lines the backward grows faster: dK and dV gather each entry's dS and P at its CSR
+      // position, one line per entry and chunk, linear in nnz (measured 0.69; docs/io_model.md).
+      EXPECT_GT(backward_slope, 0.5);
+      EXPECT_LT(backward_slope, 0.8);
+    }
   }
-  const double forward_slope = log_log_slope(densities, forward);
-  const double backward_slope = log_log_slope(densities, backward);
-  std::printf("sqrt-density scaling, n %lld d %lld M %lld: forward slope %.3f, backward %.3f\n",
-              static_cast<long long>(n), static_cast<long long>(d),
-              static_cast<long long>(cache_words), forward_slope, backward_slope);
-  for (size_t i = 0; i < densities.size(); ++i) {
-    std::printf("  density %.2f: forward %.4g words, backward %.4g words\n", densities[i],
-                forward[i], backward[i]);
-  }
-  EXPECT_NEAR(forward_slope, 0.5, 0.1);
-  EXPECT_NEAR(backward_slope, 0.5, 0.1);
 }
 
-TEST(SparseSmallCacheIo, RatioToTheSparseLowerBoundOnUniformRandomMasks) {
-  // I/O / min{Z_input^2 / M, Z_input sqrt(Z_QK) / sqrt(M)} with Z_input = (nnz(Q) + nnz(K)) / 2
-  // = n d (dense Q and K) and Z_QK = nnz(mask), d = 64, M from 4 d to n d (factors of 4).
+// I/O / min{Z_input^2 / M, Z_input sqrt(Z_QK) / sqrt(M)} with Z_input = (nnz(Q) + nnz(K)) / 2
+// = n d (dense Q and K) and Z_QK = nnz(mask), d = 64, M from 4 d to n d (factors of 4), with the
+// I/O in words (line_words = 1) or in lines (predicted_io: lines x L against the word bound, i.e.
+// lines against the bound in lines). Returns max / min of the ratio where the bound's sqrt(M)
+// branch applies.
+double ratio_band_to_sparse_bound(int64_t line_words) {
   const int64_t d = 64;
   std::vector<int64_t> lengths = {512, 1024};
   if (!kSanitized) lengths.push_back(4096);
   double lowest = 1e300, highest = 0, small_lowest = 1e300, small_highest = 0;
   double floor_lowest = 1e300, floor_highest = 0;  // against max(bound, compulsory I/O)
-  std::printf("backward (forward) I/O / sparse bound, d = %lld, uniform random masks\n",
-              static_cast<long long>(d));
+  std::printf("backward (forward) I/O / sparse bound, d = %lld, L = %lld, uniform random masks\n",
+              static_cast<long long>(d), static_cast<long long>(line_words));
   for (int64_t n : lengths) {
     const HeadShape shape{n, n, d, d};
     for (double density : {0.01, 0.05, 0.25}) {
@@ -312,17 +363,9 @@ TEST(SparseSmallCacheIo, RatioToTheSparseLowerBoundOnUniformRandomMasks) {
       caches.push_back(n * d);
       for (int64_t cache_words : caches) {
         const auto bound = spattn::bounds::sparse(z_input, z_qk, static_cast<double>(cache_words));
-        const auto words = [&](Pass pass) {
-          const auto tiles = sparse_small_cache_tiles(shape, mask, cache_words, pass);
-          return static_cast<double>((pass == Pass::forward
-                                          ? predict_sparse_small_cache_forward(shape, mask, tiles)
-                                          : predict_sparse_small_cache_backward(shape, mask, tiles))
-                                         .total()
-                                         .total());
-        };
-        const double backward_words = words(Pass::backward);
+        const double backward_words = predicted_io(shape, mask, cache_words, Pass::backward, line_words);
         const double backward = backward_words / bound.value;
-        const double forward = words(Pass::forward) / bound.value;
+        const double forward = predicted_io(shape, mask, cache_words, Pass::forward, line_words) / bound.value;
         const double floor =
             std::max(bound.value, spattn::bounds::compulsory_backward({n, n, d, d}));
         floor_lowest = std::min(floor_lowest, backward_words / floor);
@@ -348,9 +391,14 @@ TEST(SparseSmallCacheIo, RatioToTheSparseLowerBoundOnUniformRandomMasks) {
       lowest, highest, highest / lowest, small_lowest, small_highest, small_highest / small_lowest);
   std::printf("backward / max(bound, compulsory I/O): %.1f .. %.1f (max / min %.1f)\n",
               floor_lowest, floor_highest, floor_highest / floor_lowest);
+  return small_highest / small_lowest;
+}
+
+TEST(SparseSmallCacheIo, RatioToTheSparseLowerBoundOnUniformRandomMasks) {
   // Where the bound has the shape this schedule is built for (M below Z_input^2 / Z_QK) the ratio
-  // stays within a band (measured 5.4x; docs/sparse_small_cache.md, "Against the bound").
-  EXPECT_LT(small_highest / small_lowest, 6.0);
+  // stays within a band (docs/sparse_small_cache.md, "Against the bound"), in words and in lines.
+  EXPECT_LT(ratio_band_to_sparse_bound(1), 6.0);
+  EXPECT_LT(ratio_band_to_sparse_bound(16), 8.0);
 }
 
 }  // namespace

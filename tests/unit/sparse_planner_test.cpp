@@ -88,7 +88,9 @@ TEST(SparsePlanner, SwitchOnRandomMasksIsNearZInputSquaredOverZqk) {
     const double ratio = static_cast<double>(plan.switch_cache_words) / plan.theoretical_switch;
     std::printf("random %.2f: switch at M = %lld, %.3f x Z_input^2 / Z_QK = %.0f\n", density,
                 static_cast<long long>(plan.switch_cache_words), ratio, plan.theoretical_switch);
-    EXPECT_GT(ratio, 0.25);
+    // The planner compares lines: the switch comes earlier than the word model's (0.19x at 5%,
+    // 0.25x at 25%), since small_cache's dK and dV gather each entry's value, a line per entry.
+    EXPECT_GT(ratio, 0.125);
     EXPECT_LT(ratio, 4.0);
   }
 }
@@ -242,9 +244,10 @@ TEST(SparsePlanner, AutoChoosesByWordsOrByTimePrice) {
   EXPECT_EQ(choose_algorithm(cost(1, 1, false), cost(1000, 1000), true, PlanObjective::time), Algorithm::small_cache);
 }
 
-// The time prices as plan.hpp states them: flash time_rates().word per word + flops + a rate per
-// pair of a partial tile; small_cache over a mask its words and its estimated work
-// (schedules::sparse_small_cache_time_price) with the tiles it runs.
+// The time prices as plan.hpp states them: flash time_rates().word per word its predicted lines
+// carry (lines x 16) + flops + a rate per pair of a partial tile; small_cache over a mask the
+// words its lines carry and its estimated work (schedules::sparse_small_cache_time_price) with
+// the tiles it runs.
 TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
   // n 64, d 8: the dense flash forward computes 64 x 64 pairs x 2 (8 + 8) flops; the sparse
   // small_cache forward 2 (8 + 8) per entry; the backward 6 d + 4 e per entry.
@@ -262,8 +265,9 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
     const auto work = spattn::schedules::estimate_sparse_small_cache_work(shape, counts, tiles);
     EXPECT_EQ(work.flops, plan.small_cache.flops);
     EXPECT_GE(work.entry_visits, mask.nnz() * (pass == Pass::forward ? 2 : 5));  // every sweep visits every entry
+    // The words priced are those the predicted lines carry (lines x 16).
     EXPECT_EQ(plan.small_cache.time_price,
-              spattn::schedules::sparse_small_cache_time_price(plan.small_cache.total(), work));
+              spattn::schedules::sparse_small_cache_time_price(plan.small_cache.total_lines() * 16, work));
     // Every tile of a uniform random mask at density 0.1 is partial: flash's pairs are all partial.
     const auto flash_tiles = spattn::schedules::masked_flash_tiles(shape, m, pass, mask.csr(), spattn::PlanObjective::time);
     const auto flash_mask = spattn::schedules::build_flash_mask(mask.csr(), n, n, flash_tiles, pass);
@@ -272,7 +276,7 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
     EXPECT_EQ(plan.flash.partial_pairs, partial);
     const spattn::TimeRates& rates = spattn::time_rates();
     EXPECT_EQ(plan.flash.time_price,
-              spattn::plan_detail::saturated_price(rates.word * static_cast<double>(plan.flash.total()) +
+              spattn::plan_detail::saturated_price(rates.word * static_cast<double>(plan.flash.total_lines() * 16) +
                                                  static_cast<double>(plan.flash.flops) +
                                                  rates.flash_partial_pair * static_cast<double>(partial)));
     EXPECT_EQ(plan.small_cache.entry_visits, work.entry_visits);

@@ -68,6 +68,37 @@ int64_t SparseMaskCounts::touched_queries(int64_t block_cols) const {
                     [this](int64_t block) { return count_touched_queries(block); });
 }
 
+namespace {
+
+// Sum over the nonempty rows of a compressed structure of the run-aligned pieces their positions
+// [ptr[i], ptr[i + 1]) fall in.
+int64_t runs_of(const int64_t* ptr, int64_t rows, int64_t run) {
+  int64_t runs = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (ptr[i] < ptr[i + 1]) runs += (ptr[i + 1] + run - 1) / run - ptr[i] / run;
+  }
+  return runs;
+}
+
+}  // namespace
+
+int64_t SparseMaskCounts::entry_runs(int64_t run, bool transposed) const {
+  run = std::max<int64_t>(run, 1);
+  if (run == 1) return nnz_;
+  if (!transposed) {
+    return remembered(row_runs_memo_, run, [this](int64_t r) {
+      return runs_of(csr_.row_ptr, std::max<int64_t>(csr_.num_rows, 0), r);
+    });
+  }
+  return remembered(key_runs_memo_, run, [this](int64_t r) {
+    const int64_t n = std::max<int64_t>(csr_.num_cols, 0);
+    std::vector<int64_t> col_ptr(static_cast<size_t>(n + 1), 0);
+    for (int64_t p = 0; p < nnz_; ++p) ++col_ptr[static_cast<size_t>(csr_.col_idx[p] + 1)];
+    for (int64_t j = 0; j < n; ++j) col_ptr[static_cast<size_t>(j + 1)] += col_ptr[static_cast<size_t>(j)];
+    return runs_of(col_ptr.data(), n, r);
+  });
+}
+
 int64_t SparseMaskCounts::count_touched_keys(int64_t block_rows) const {
   if (block_rows == 1) return nnz_;  // a row's keys are distinct
   return uses_runs() ? touched_keys_by_runs(block_rows) : touched_keys_by_entries(block_rows);

@@ -41,6 +41,12 @@ class SparseMaskCounts {
   int64_t touched_keys(int64_t block_rows) const;
   int64_t touched_queries(int64_t block_cols) const;
 
+  // The runs the entries move in when each row's (transposed: each key's) entries are cut at
+  // multiples of `run` positions of its compressed arrays: sum over nonempty rows of
+  // ceil(end / run) - floor(begin / run), [begin, end) the row's positions (nnz when run = 1).
+  // Remembered like the touched counts; O(seqlen_q), transposed O(nnz + seqlen_k).
+  int64_t entry_runs(int64_t run, bool transposed) const;
+
  private:
   int64_t count_touched_keys(int64_t block_rows) const;
   int64_t count_touched_queries(int64_t block_cols) const;
@@ -52,6 +58,7 @@ class SparseMaskCounts {
 
   mutable std::mutex memo_mutex_;
   mutable std::map<int64_t, int64_t> touched_keys_memo_, touched_queries_memo_;
+  mutable std::map<int64_t, int64_t> row_runs_memo_, key_runs_memo_;
 
   sparse_formats::CsrPatternView<int64_t> csr_;
   int64_t nnz_ = 0;

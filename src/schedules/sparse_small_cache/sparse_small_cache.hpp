@@ -92,12 +92,17 @@ class SparseSmallCacheMask {
 
 // One sweep's tiles (see the top of this file): the row block, the column window and the chunk of
 // the dense dimension. All >= 1.
+// `run`: the entries (index words and entry values) that move together, cut at multiples of run
+// positions of the CSR (CSC) arrays: 1 (each word alone) or the line size the tiles were chosen
+// for (each run inside one line; sparse_small_cache_walk.hpp).
 struct SparseSweepTiles {
   int64_t block_rows = 1;
   int64_t block_cols = 1;
   int64_t chunk = 1;
+  int64_t run = 1;
   friend bool operator==(const SparseSweepTiles& a, const SparseSweepTiles& b) {
-    return a.block_rows == b.block_rows && a.block_cols == b.block_cols && a.chunk == b.chunk;
+    return a.block_rows == b.block_rows && a.block_cols == b.block_cols && a.chunk == b.chunk &&
+           a.run == b.run;
   }
 };
 
@@ -106,6 +111,7 @@ struct SparseSmallCacheTiles {
   HeadShape shape;            // the problem they were chosen for (the schedules check it)
   int64_t cache_words = 0;    // M they were chosen for
   int64_t nnz = 0;            // the mask's entries (checked with its seqlens)
+  int64_t line_words = 1;     // L they were chosen for (io.hpp's line model; 1 = words)
   SparseSweepTiles scores;    // forward: S = scale Q K^T (SDDMM, rows = queries, width d)
   SparseSweepTiles output;    // forward: O = exp(S - LSE) V (SpMM, rows = queries, width e)
   SparseSweepTiles probs;     // backward: P (SDDMM, queries, d)
@@ -159,6 +165,13 @@ SparseIo predict_sparse_small_cache_forward(const HeadShape& shape, const Sparse
                                             const SparseSmallCacheTiles& tiles);
 SparseIo predict_sparse_small_cache_backward(const HeadShape& shape, const SparseMaskCounts& mask,
                                              const SparseSmallCacheTiles& tiles);
+// Exact lines of tiles.line_words words moved (io.hpp's rule; docs/sparse_small_cache.md, "Exact
+// lines"), values and indices apart, for dense row-major Q, K, V, O, dO and their gradients (as
+// predict_small_cache_*_lines), from the mask's counts. O(m + n + blocks) past the counts.
+SparseIo predict_sparse_small_cache_forward_lines(const HeadShape& shape, const SparseMaskCounts& mask,
+                                                  const SparseSmallCacheTiles& tiles);
+SparseIo predict_sparse_small_cache_backward_lines(const HeadShape& shape, const SparseMaskCounts& mask,
+                                                   const SparseSmallCacheTiles& tiles);
 
 // The schedules. Scratch slow memory for the nnz-long value arrays (S; P and dS) is owned by the
 // call. Throw InvalidArgument when the operands' shapes disagree with each other; a mask or tiles
@@ -188,13 +201,15 @@ void sparse_small_cache_backward(cpu::WorkerMemories& workers, const HeadBackwar
 namespace sparse_small_cache_detail {
 
 // What distinguishes the seven sweeps: words kept per row of the row block besides the index
-// state (row statistics), scratch words per entry, and whether it walks the transpose.
+// state (row statistics), the arrays it moves in runs of entries, and whether it walks the
+// transpose (then it gathers each entry's value alone, at its CSR position).
 enum class Sweep { scores, output, probs, d_scores, dq, dk, dv };
 struct SweepTraits {
-  bool sddmm;           // SDDMM (A panel resident, entries written) or SpMM (accumulator)
-  bool transposed;      // walks keys (the CSC) instead of queries
-  int64_t row_words;    // row statistics: max + sum, LSE, D, or none
-  int64_t entry_words;  // per-entry scratch: the value, + P (dS), + position (transposed)
+  bool sddmm;          // SDDMM (A panel resident, entries written) or SpMM (accumulator)
+  bool transposed;     // walks keys (the CSC) instead of queries; gathers its values
+  int64_t row_words;   // row statistics: max + sum, LSE, D, or none
+  int64_t entry_runs;  // arrays moved in runs besides the column indices: the values, + P (dS);
+                       // transposed: the positions
 };
 SweepTraits sweep_traits(Sweep sweep);
 // Index words the walk keeps per row of the block (sparse_small_cache_walk.hpp): its row pointer,
@@ -202,7 +217,9 @@ SweepTraits sweep_traits(Sweep sweep);
 inline constexpr int64_t kRowIndexWords = 4;
 // Fast memory of one sweep: block_rows (chunk + kRowIndexWords + row_words) + 1 (row pointers,
 // cursors, next columns, queue, statistics, panel) + block_cols (chunk + 1) (B rows and their
-// markers) + entry_words.
+// markers) + the run buffers: with run = 1 one word per array moved in runs (entry_runs), with
+// run > 1 a run per row for each of them and the column indices ((entry_runs + 1) block_rows
+// run) + a gathered value (transposed).
 int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles);
 // The exact words one sweep moves, with w its dense width (d or e). Zero for an SpMM with w = 0.
 SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,
@@ -231,6 +248,9 @@ SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& m
                   const SparseSweepTiles& tiles, int64_t touched);
 // touched for a sweep's row blocks (SparseMaskCounts remembers each block size's count).
 int64_t touched_of(const SparseMaskCounts& mask, bool transposed, int64_t block_rows);
+// The lines of one sweep (line_words words each), given `touched` as above.
+SparseIo sweep_lines(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
+                     const SparseSweepTiles& tiles, int64_t touched, int64_t line_words);
 // One sweep's share of SparseSmallCacheWork with these tiles.
 int64_t sweep_walk_steps(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
                          const SparseSweepTiles& tiles, int64_t touched);

@@ -6,7 +6,7 @@
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 #include "schedules/small_cache/small_cache.hpp"
 #include "cpu/kernels/small_cache_kernels.hpp"
-#include "schedules/sparse_small_cache/sparse_small_cache_walk.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache_sweeps.hpp"
 
 #include <spattn/error.hpp>
 
@@ -43,7 +43,7 @@ class Probabilities {
   void begin_chunk(FastMemory& /*fast*/, const BlockWalker& /*walker*/, int64_t /*col0*/,
                    int64_t /*cols*/, const FastBuffer<float>& /*panel*/, int64_t /*ld*/,
                    FastBuffer<float>& /*b_rows*/) {}
-  float finish(FastMemory& /*fast*/, int64_t r, float sum, int64_t /*position*/) const {
+  float finish(int64_t r, float sum, float /*companion*/) const {
     const float lse = lse_rows_[r];
     return lse == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(scale_ * sum - lse);
   }
@@ -57,16 +57,12 @@ class Probabilities {
 
 // Forward line: D_i = dO_i . O_i, then dS = P ∘ (dP - D). D accumulates chunk by chunk from the
 // dO panel the sweep loads anyway and the O rows, streamed one at a time through the B row buffer
-// (free before the walk), so D is complete when the last chunk finishes the entries. The P word
-// of each entry is loaded as it is finished.
+// (free before the walk), so D is complete when the last chunk finishes the entries. P is the
+// sweep's companion array: each entry's P arrives with its run in the last chunk.
 class ScoreGradient {
  public:
-  ScoreGradient(FastMemory& fast, SlowMatrix<const float> o, SlowMatrix<float> p,
-                int64_t block_rows)
-      : o_(o),
-        p_(p),
-        delta_rows_(fast.allocate<float>(block_rows, "sparse_small_cache D rows")),
-        p_word_(fast.allocate<float>(1, "sparse_small_cache P word")) {}
+  ScoreGradient(FastMemory& fast, SlowMatrix<const float> o, int64_t block_rows)
+      : o_(o), delta_rows_(fast.allocate<float>(block_rows, "sparse_small_cache D rows")) {}
 
   void begin_block(FastMemory& /*fast*/, const BlockWalker& walker) {
     std::fill(delta_rows_.data(), delta_rows_.data() + walker.rows(), 0.0f);
@@ -79,17 +75,12 @@ class ScoreGradient {
       delta_rows_[r] += small_cache_kernels::dot(panel.data() + r * ld, b_rows.data(), cols);
     }
   }
-  float finish(FastMemory& fast, int64_t r, float sum, int64_t position) {
-    fast.load_word(Operand::p, p_, position, 0, p_word_, 0);
-    return p_word_[0] * (sum - delta_rows_[r]);
-  }
+  float finish(int64_t r, float sum, float p) const { return p * (sum - delta_rows_[r]); }
   void end_block(FastMemory& /*fast*/, const BlockWalker& /*walker*/) {}
 
  private:
   SlowMatrix<const float> o_;
-  SlowMatrix<float> p_;
   FastBuffer<float> delta_rows_;  // (block_rows)
-  FastBuffer<float> p_word_;      // (1)
 };
 
 struct Identity {
@@ -152,6 +143,7 @@ void backward_on(const Memories& memories, const HeadBackward& head, const Spars
   // Slow-memory scratch for P and dS at the mask's entries, CSR order, owned by this call.
   std::vector<float> p_storage(static_cast<size_t>(nnz)), ds_storage(static_cast<size_t>(nnz));
   const auto p = SlowMatrix<float>::dense(p_storage.data(), nnz, 1);
+  const auto p_read = SlowMatrix<const float>::dense(p_storage.data(), nnz, 1);
   const auto ds = SlowMatrix<float>::dense(ds_storage.data(), nnz, 1);
 
   // Each sweep reads what the one before wrote: the workers meet between sweeps.
@@ -162,9 +154,10 @@ void backward_on(const Memories& memories, const HeadBackward& head, const Spars
                 {worker, workers});
   });
   run_on(memories, [&](FastMemory& fast, int worker) {
-    ScoreGradient hooks(fast, head.o, p, tiles.d_scores.block_rows);
+    ScoreGradient hooks(fast, head.o, tiles.d_scores.block_rows);
     sddmm_sweep(fast, rows, shape.head_dim_v, tiles.d_scores,
-                {Operand::d_o, head.d_o, Operand::v, head.v, ds, Operand::dp, Operand::ds}, hooks,
+                {Operand::d_o, head.d_o, Operand::v, head.v, ds, Operand::dp, Operand::ds, Operand::p, p_read},
+                hooks,
                 {worker, workers});
   });
   // dQ (rows), dK and dV (keys) write disjoint outputs from what is now final: one meeting.

@@ -3,7 +3,7 @@
 //   O = exp(S - LSE) V               SpMM sweep; P made from S as it is loaded, never written
 #include "schedules/small_cache/small_cache.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
-#include "schedules/sparse_small_cache/sparse_small_cache_walk.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache_sweeps.hpp"
 
 #include <spattn/error.hpp>
 
@@ -42,7 +42,7 @@ class RowStatistics {
   void begin_chunk(FastMemory& /*fast*/, const BlockWalker& /*walker*/, int64_t /*col0*/,
                    int64_t /*cols*/, const FastBuffer<float>& /*panel*/, int64_t /*ld*/,
                    FastBuffer<float>& /*b_rows*/) {}
-  float finish(FastMemory& /*fast*/, int64_t r, float sum, int64_t /*position*/) {
+  float finish(int64_t r, float sum, float /*companion*/) {
     const float s = scale_ * sum;
     // row_max_ is -inf only before the row's first entry, where the sum is 0.
     if (s > row_max_[r]) {

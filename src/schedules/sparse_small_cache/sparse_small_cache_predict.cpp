@@ -4,7 +4,7 @@
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include "schedules/small_cache/small_cache.hpp"
-#include "schedules/sparse_small_cache/sparse_small_cache_walk.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache_sweeps.hpp"
 
 #include <spattn/error.hpp>
 
@@ -99,16 +99,17 @@ SweepTraits sweep_traits(Sweep sweep) {
     case Sweep::probs: return {true, false, 1, 1};     // LSE | P
     case Sweep::d_scores: return {true, false, 1, 2};  // D | dS, P
     case Sweep::dq: return {false, false, 0, 1};       // | dS
-    case Sweep::dk: return {false, true, 0, 2};        // | dS, position
-    case Sweep::dv: return {false, true, 0, 2};        // | P, position
+    case Sweep::dk: return {false, true, 0, 1};        // | positions (dS gathered)
+    case Sweep::dv: return {false, true, 0, 1};        // | positions (P gathered)
   }
   return {};
 }
 
 int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles) {
   const SweepTraits traits = sweep_traits(sweep);
+  const int64_t runs = tiles.run == 1 ? traits.entry_runs : (traits.entry_runs + 1) * tiles.block_rows * tiles.run;
   return tiles.block_rows * (tiles.chunk + kRowIndexWords + traits.row_words) + 1 +
-         tiles.block_cols * (tiles.chunk + 1) + traits.entry_words;
+         tiles.block_cols * (tiles.chunk + 1) + runs + (traits.transposed ? 1 : 0);
 }
 
 // The counts of a prepared mask, over its own CSR copy (O(nnz)).
@@ -274,7 +275,8 @@ void check_tiles_of([[maybe_unused]] const char* where, [[maybe_unused]] const H
   assert(tiles.nnz == mask.nnz() && "sparse small_cache tiles chosen for another mask");
   for ([[maybe_unused]] Sweep sweep : sweeps_of(pass)) {
     assert(tiles_of(tiles, sweep).block_rows >= 1 && tiles_of(tiles, sweep).block_cols >= 1 &&
-           tiles_of(tiles, sweep).chunk >= 1 && "sparse small_cache tiles below 1");
+           tiles_of(tiles, sweep).chunk >= 1 && tiles_of(tiles, sweep).run >= 1 &&
+           "sparse small_cache tiles below 1");
   }
 }
 

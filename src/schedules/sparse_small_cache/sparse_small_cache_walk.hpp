@@ -10,7 +10,12 @@
 //   queue   (rows)      the rows with entries left, a binary min-heap on (next column, row), for
 //                       sparse blocks (Order below)
 //   marker  (block_cols) per window column, the window that last loaded its B row
-//   position (1)        transposed walks only: the CSR position of the current entry
+//   index runs (rows x run, run > 1 only)  each row's current run of column indices
+//   positions (transposed only: rows x run, or 1 when run = 1)  the CSR positions of the same run
+// Entries move in runs (SparseSweepTiles::run): a row's entries are cut at multiples of `run`
+// positions, and the index words (and the sweeps' entry values) of a run move as one vector. With
+// run = L, a line of L words, a run is the part of a row inside one line: it costs one line where
+// word-at-a-time moves cost a line per entry. With run = 1 every word moves alone (next holds it).
 // A walk visits the block's entries in column order, one window of block_cols columns at a time
 // (starting at the smallest next column, so empty stretches are skipped), each window row by row
 // (each row's entries in the window, then the next row's).
@@ -18,7 +23,6 @@
 #pragma once
 
 #include "schedules/common/head_problem.hpp"
-#include "cpu/kernels/small_cache_kernels.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 
 #include <spattn/io.hpp>
@@ -61,16 +65,25 @@ inline int64_t queue_steps(int64_t rows, int64_t row_visits) {
 class BlockWalker {
  public:
   BlockWalker(io::FastMemory& fast, const WalkStructure& structure, int64_t block_rows,
-              int64_t block_cols)
+              int64_t block_cols, int64_t run = 1)
       : s_(structure),
         block_cols_(block_cols),
+        run_(run),
         bounds_(fast.allocate<int64_t>(block_rows + 1, "sparse_small_cache row pointers")),
         cursor_(fast.allocate<int64_t>(block_rows, "sparse_small_cache cursors")),
         next_(fast.allocate<int64_t>(block_rows, "sparse_small_cache next columns")),
         queue_(fast.allocate<int64_t>(block_rows, "sparse_small_cache row queue")),
         marker_(fast.allocate<int64_t>(block_cols, "sparse_small_cache window markers")),
-        position_(fast.allocate<int64_t>(structure.transposed ? 1 : 0,
-                                         "sparse_small_cache entry position")) {}
+        index_runs_(fast.allocate<int64_t>(run > 1 ? block_rows * run : 0, "sparse_small_cache index runs")),
+        positions_(fast.allocate<int64_t>(structure.transposed ? run_buffer_words(block_rows, run) : 0,
+                                          "sparse_small_cache entry positions")) {}
+
+  // Words of a buffer holding one run per row of the block: a run of one word is used as soon as
+  // it is moved, so one word serves every row.
+  static int64_t run_buffer_words(int64_t block_rows, int64_t run) { return run > 1 ? block_rows * run : 1; }
+  // Where entry `position` of row r sits in such a buffer.
+  int64_t run_slot(int64_t r, int64_t position) const { return run_ > 1 ? r * run_ + position % run_ : 0; }
+  int64_t run() const { return run_; }
 
   // Loads the row pointers of rows [row0, row0 + rows): rows + 1 index words.
   void load_block(io::FastMemory& fast, int64_t row0, int64_t rows) {
@@ -95,9 +108,11 @@ class BlockWalker {
 
   // One walk over the block's entries. touch(col, slot) the first time a window touches a column
   // (slot = col - window start < block_cols); entry(r, slot, position) for each entry, r the row
-  // in the block, position its index in the CSR value arrays.
-  template <typename Touch, typename Entry>
-  void walk(io::FastMemory& fast, Touch&& touch, Entry&& entry, Order order = Order::automatic) {
+  // in the block, position its index in the CSR value arrays. runs.begin_run(r, begin, end) before
+  // the first entry of each run of row r's walked positions [begin, end), runs.end_run(r, begin,
+  // end) after its last (the sweeps move their entry values there).
+  template <typename Touch, typename Entry, typename Runs>
+  void walk(io::FastMemory& fast, Touch&& touch, Entry&& entry, Runs&& runs, Order order = Order::automatic) {
     if (rows_ == 0) return;
     for (int64_t r = 0; r < rows_; ++r) {
       cursor_[r] = bounds_[r];
@@ -106,10 +121,18 @@ class BlockWalker {
     if (order == Order::automatic) order = preferred_order();
     if (!queue_fits()) order = Order::scan;
     if (order == Order::scan) {
-      scan_walk(fast, touch, entry);
+      scan_walk(fast, touch, entry, runs);
     } else {
-      queue_walk(fast, touch, entry);
+      queue_walk(fast, touch, entry, runs);
     }
+  }
+  struct NoRunHooks {
+    void begin_run(int64_t /*r*/, int64_t /*begin*/, int64_t /*end*/) {}
+    void end_run(int64_t /*r*/, int64_t /*begin*/, int64_t /*end*/) {}
+  };
+  template <typename Touch, typename Entry>
+  void walk(io::FastMemory& fast, Touch&& touch, Entry&& entry, Order order = Order::automatic) {
+    walk(fast, touch, entry, NoRunHooks{}, order);
   }
 
  private:
@@ -124,21 +147,27 @@ class BlockWalker {
   }
 
   // Row r's entries in [window_begin, window_end), in column order.
-  template <typename Touch, typename Entry>
+  template <typename Touch, typename Entry, typename Runs>
   void visit_row(io::FastMemory& fast, int64_t r, int64_t window_begin, int64_t window_end, Touch& touch,
-                 Entry& entry) {
+                 Entry& entry, Runs& runs) {
     while (next_[r] < window_end) {
       const int64_t slot = next_[r] - window_begin;
       if (marker_[slot] != window_) {
         marker_[slot] = window_;
         touch(next_[r], slot);
       }
-      int64_t position = cursor_[r];
-      if (s_.transposed) {
-        fast.load_word(io::Operand::mask, s_.position, cursor_[r], 0, position_, 0, io::WordKind::index);
-        position = position_[0];
+      const int64_t at = cursor_[r];
+      const int64_t run_begin = std::max(bounds_[r], at - at % run_);
+      const int64_t run_end = std::min(bounds_[r + 1], run_begin - run_begin % run_ + run_);
+      if (at == run_begin) {
+        if (s_.transposed) {
+          fast.load(io::Operand::mask, s_.position, run_begin, 0, run_end - run_begin, 1, positions_,
+                    run_slot(r, run_begin), 1, io::WordKind::index);
+        }
+        runs.begin_run(r, run_begin, run_end);
       }
-      entry(r, slot, position);
+      entry(r, slot, s_.transposed ? positions_[run_slot(r, at)] : at);
+      if (at + 1 == run_end) runs.end_run(r, run_begin, run_end);
       ++cursor_[r];
       peek(fast, r);
     }
@@ -150,8 +179,8 @@ class BlockWalker {
   // all the scan needs), and row by row only where one is (perf: the per-row compare and minimum
   // was most of a density-0.02 sweep with one-column windows; whole runs 1.0x to 1.3x faster).
   static constexpr int64_t kScanGroup = 16;
-  template <typename Touch, typename Entry>
-  void scan_walk(io::FastMemory& fast, Touch& touch, Entry& entry) {
+  template <typename Touch, typename Entry, typename Runs>
+  void scan_walk(io::FastMemory& fast, Touch& touch, Entry& entry, Runs& runs) {
     const int64_t* next = next_.data();
     int64_t window_begin = *std::min_element(next, next + rows_);
     while (window_begin < s_.num_cols) {
@@ -167,7 +196,7 @@ class BlockWalker {
           continue;
         }
         for (int64_t r = r0; r < r1; ++r) {
-          visit_row(fast, r, window_begin, window_end, touch, entry);
+          visit_row(fast, r, window_begin, window_end, touch, entry, runs);
           following = std::min(following, next[r]);
         }
       }
@@ -179,8 +208,8 @@ class BlockWalker {
   // (next column << 32 | row: one integer compare orders them); the window's rows come off its
   // top in that order (row order when a window is one column wide, the usual tile) and go back
   // further down, or out once they have no entries left.
-  template <typename Touch, typename Entry>
-  void queue_walk(io::FastMemory& fast, Touch& touch, Entry& entry) {
+  template <typename Touch, typename Entry, typename Runs>
+  void queue_walk(io::FastMemory& fast, Touch& touch, Entry& entry, Runs& runs) {
     queued_ = 0;
     for (int64_t r = 0; r < rows_; ++r) {
       if (next_[r] < s_.num_cols) push(queue_key(r));
@@ -191,7 +220,7 @@ class BlockWalker {
       ++window_;
       while (queued_ > 0 && (queue_[0] >> 32) < window_end) {
         const int64_t r = queue_[0] & 0xffffffff;
-        visit_row(fast, r, window_begin, window_end, touch, entry);
+        visit_row(fast, r, window_begin, window_end, touch, entry, runs);
         sift_down(next_[r] < s_.num_cols ? queue_key(r) : queue_[--queued_]);
       }
     }
@@ -201,13 +230,21 @@ class BlockWalker {
   // The queue's keys fit in a word: columns below 2^31, rows below 2^32 (else the walk scans).
   bool queue_fits() const { return s_.num_cols < (int64_t{1} << 31) && rows_ < (int64_t{1} << 32); }
 
-  // next_[r] = the column of row r's entry at its cursor (one index word), or num_cols past its
-  // end.
+  // next_[r] = the column of row r's entry at its cursor, or num_cols past its end. With runs of
+  // one word it is loaded alone; else the row's run that starts at the cursor is loaded whole.
   void peek(io::FastMemory& fast, int64_t r) {
-    if (cursor_[r] < bounds_[r + 1]) {
-      fast.load_word(io::Operand::mask, s_.idx, cursor_[r], 0, next_, r, io::WordKind::index);
-    } else {
+    const int64_t at = cursor_[r];
+    if (at >= bounds_[r + 1]) {
       next_[r] = s_.num_cols;
+    } else if (run_ == 1) {
+      fast.load_word(io::Operand::mask, s_.idx, at, 0, next_, r, io::WordKind::index);
+    } else {
+      if (at == bounds_[r] || at % run_ == 0) {
+        const int64_t run_end = std::min(bounds_[r + 1], at - at % run_ + run_);
+        fast.load(io::Operand::mask, s_.idx, at, 0, run_end - at, 1, index_runs_, run_slot(r, at), 1,
+                  io::WordKind::index);
+      }
+      next_[r] = index_runs_[run_slot(r, at)];
     }
   }
 
@@ -238,6 +275,7 @@ class BlockWalker {
 
   WalkStructure s_;
   int64_t block_cols_;
+  int64_t run_;  // entries per run (>= 1)
   int64_t row0_ = 0;
   int64_t rows_ = 0;
   int64_t window_ = 0;  // windows are numbered from 1; markers start at 0
@@ -247,149 +285,8 @@ class BlockWalker {
   io::FastBuffer<int64_t> queue_;
   int64_t queued_ = 0;  // keys in the heap, queue_[0, queued_)
   io::FastBuffer<int64_t> marker_;
-  io::FastBuffer<int64_t> position_;
+  io::FastBuffer<int64_t> index_runs_;
+  io::FastBuffer<int64_t> positions_;
 };
-
-// The number of chunks of `chunk` columns covering `width` (the last may be short).
-inline int64_t chunk_count(int64_t width, int64_t chunk) { return (width + chunk - 1) / chunk; }
-
-// The chunks a sweep streams its dense width in (the runs and the predictions): an SDDMM at least
-// one (a width of 0 still writes its entries), an SpMM none when the width is 0 (nothing moves).
-inline int64_t sweep_chunk_count(bool sddmm, int64_t width, int64_t chunk) {
-  return sddmm ? std::max<int64_t>(1, chunk_count(width, chunk)) : chunk_count(width, chunk);
-}
-
-// ---- The two sweeps -----------------------------------------------------------------------------
-// Hooks are duck-typed (static dispatch); their fast buffers are allocated by the caller before
-// the sweep is called.
-
-// SDDMM: values[p] = finish(r, sum_c A[row] . B[col]) at every entry p = (row, col) of the walked
-// structure, the dense width streamed in chunks: partial sums go to the value array (booked as
-// partial_op) between chunks, the last chunk stores hooks.finish(...) (booked as final_op). A panel
-// rows are loaded only for rows with entries. Hooks:
-//   begin_block(fast, walker)                         after the row pointers are loaded
-//   begin_chunk(fast, walker, col0, width, panel, ld, b_rows)   after the A panel is loaded
-//   float finish(fast, r, sum, position)              the last chunk's sum -> the stored value
-//   end_block(fast, walker)
-struct SddmmOperands {
-  io::Operand a_op;
-  SlowMatrix<const float> a;  // (rows, width)
-  io::Operand b_op;
-  SlowMatrix<const float> b;  // (cols, width)
-  SlowMatrix<float> values;   // (nnz, 1), CSR order; partial sums are read back from it
-  io::Operand partial_op;
-  io::Operand final_op;
-};
-
-// A worker's share of a sweep: row blocks first_block, first_block + block_step, ... (one
-// worker: all of them). Blocks share no state, so any split computes the same bits and the
-// workers' words sum to the one-worker count.
-struct BlockShare {
-  int64_t first_block = 0;
-  int64_t block_step = 1;
-};
-
-template <typename Hooks>
-void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
-                 const SparseSweepTiles& tiles, const SddmmOperands& op, Hooks& hooks,
-                 const BlockShare& share = {}) {
-  const int64_t ld = tiles.chunk;
-  BlockWalker walker(fast, structure, tiles.block_rows, tiles.block_cols);
-  io::FastBuffer<float> panel =
-      fast.allocate<float>(tiles.block_rows * ld, "sparse_small_cache A panel");
-  io::FastBuffer<float> b_rows =
-      fast.allocate<float>(tiles.block_cols * ld, "sparse_small_cache B rows");
-  io::FastBuffer<float> value = fast.allocate<float>(1, "sparse_small_cache entry value");
-  // A dense width of 0 still has one (empty) chunk: the entries are written (S = 0).
-  const int64_t chunks = sweep_chunk_count(true, width, ld);
-  for (int64_t row0 = share.first_block * tiles.block_rows; row0 < structure.num_rows;
-       row0 += share.block_step * tiles.block_rows) {
-    walker.load_block(fast, row0, std::min(tiles.block_rows, structure.num_rows - row0));
-    hooks.begin_block(fast, walker);
-    if (walker.block_nnz() > 0) {
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t col0 = c * ld;
-        const int64_t cols = std::min(ld, width - col0);
-        const bool last = c + 1 == chunks;
-        for (int64_t r = 0; r < walker.rows(); ++r) {
-          if (walker.nonempty(r))
-            fast.load(op.a_op, op.a, row0 + r, col0, 1, cols, panel, r * ld, ld);
-        }
-        hooks.begin_chunk(fast, walker, col0, cols, panel, ld, b_rows);
-        walker.walk(
-            fast,
-            [&](int64_t col, int64_t slot) {
-              fast.load(op.b_op, op.b, col, col0, 1, cols, b_rows, slot * ld, ld);
-            },
-            [&](int64_t r, int64_t slot, int64_t position) {
-              // (small_cache_kernels: vectorized, in a fixed order whatever the thread count)
-              float sum = small_cache_kernels::dot(panel.data() + r * ld, b_rows.data() + slot * ld, cols);
-              if (c > 0) {
-                fast.load_word(op.partial_op, op.values, position, 0, value, 0);
-                sum = value[0] + sum;
-              }
-              value[0] = last ? hooks.finish(fast, r, sum, position) : sum;
-              fast.store_word(last ? op.final_op : op.partial_op, value, 0, op.values, position, 0);
-            });
-      }
-    }
-    hooks.end_block(fast, walker);
-  }
-}
-
-// SpMM: out[row] = alpha * sum over the row's entries p = (row, col) of
-// hooks.transform(r, values[p]) * B[col], the output width in chunks, the accumulator panel stored
-// once per chunk (rows without entries store zeros). Nothing moves when width == 0. Hooks:
-//   begin_block(fast, walker)
-//   float transform(r, value)
-struct SpmmOperands {
-  io::Operand value_op;
-  SlowMatrix<float> values;  // (nnz, 1), CSR order (scratch of the schedule)
-  io::Operand b_op;
-  SlowMatrix<const float> b;  // (cols, width)
-  io::Operand out_op;
-  SlowMatrix<float> out;  // (rows, width)
-  float alpha = 1.0f;
-};
-
-template <typename Hooks>
-void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
-                const SparseSweepTiles& tiles, const SpmmOperands& op, Hooks& hooks,
-                const BlockShare& share = {}) {
-  if (width == 0) return;
-  const int64_t ld = tiles.chunk;
-  BlockWalker walker(fast, structure, tiles.block_rows, tiles.block_cols);
-  io::FastBuffer<float> acc =
-      fast.allocate<float>(tiles.block_rows * ld, "sparse_small_cache accumulator");
-  io::FastBuffer<float> b_rows =
-      fast.allocate<float>(tiles.block_cols * ld, "sparse_small_cache B rows");
-  io::FastBuffer<float> value = fast.allocate<float>(1, "sparse_small_cache entry value");
-  const int64_t chunks = sweep_chunk_count(false, width, ld);
-  for (int64_t row0 = share.first_block * tiles.block_rows; row0 < structure.num_rows;
-       row0 += share.block_step * tiles.block_rows) {
-    walker.load_block(fast, row0, std::min(tiles.block_rows, structure.num_rows - row0));
-    hooks.begin_block(fast, walker);
-    const int64_t rows = walker.rows();
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t col0 = c * ld;
-      const int64_t cols = std::min(ld, width - col0);
-      std::fill(acc.data(), acc.data() + rows * ld, 0.0f);
-      walker.walk(
-          fast,
-          [&](int64_t col, int64_t slot) {
-            fast.load(op.b_op, op.b, col, col0, 1, cols, b_rows, slot * ld, ld);
-          },
-          [&](int64_t r, int64_t slot, int64_t position) {
-            fast.load_word(op.value_op, op.values, position, 0, value, 0);
-            small_cache_kernels::axpy(hooks.transform(r, value[0]), b_rows.data() + slot * ld,
-                                      acc.data() + r * ld, cols);
-          });
-      if (op.alpha != 1.0f) {
-        for (int64_t i = 0; i < rows * ld; ++i) acc[i] *= op.alpha;
-      }
-      fast.store(op.out_op, acc, 0, ld, op.out, row0, col0, rows, cols);
-    }
-  }
-}
 
 }  // namespace spattn::schedules::sparse_small_cache_detail
