@@ -320,8 +320,19 @@ class FastMemory {
   const T* read_tile(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
                      int64_t cols, FastBuffer<T>& dst, int64_t dst_offset, int64_t dst_ld,
                      WordKind kind = WordKind::value);
+  // A run of `count` consecutive elements [begin, begin + count) of a column vector (a dense
+  // view of one column with unit row stride): load(operand, src, begin, 0, count, 1, dst,
+  // dst_offset, 1, kind), small enough to inline (the density-adaptive schedule moves its index
+  // words and entry values in runs of a few words).
+  template <typename S, typename T>
+  void load_run(Operand operand, const SlowMatrix<S>& src, int64_t begin, int64_t count, FastBuffer<T>& dst,
+                int64_t dst_offset, WordKind kind = WordKind::value);
+  // The same run stored: store(operand, src, src_offset, 1, dst, begin, 0, count, 1, kind).
+  template <typename T, typename S>
+  void store_run(Operand operand, const FastBuffer<T>& src, int64_t src_offset, const SlowMatrix<S>& dst,
+                 int64_t begin, int64_t count, WordKind kind = WordKind::value);
   // One element: load(operand, src, row, col, 1, 1, dst, dst_offset, 1, kind), small enough to
-  // inline (the density-adaptive schedule moves its index words and entry values one at a time).
+  // inline.
   template <typename S, typename T>
   void load_word(Operand operand, const SlowMatrix<S>& src, int64_t row, int64_t col, FastBuffer<T>& dst,
                  int64_t dst_offset, WordKind kind = WordKind::value);

@@ -104,6 +104,28 @@ inline void FastMemory::load_word(Operand operand, const SlowMatrix<S>& src, int
   count_read(operand, kind, 1, 1);
 }
 
+template <typename S, typename T>
+inline void FastMemory::load_run(Operand operand, const SlowMatrix<S>& src, int64_t begin, int64_t count,
+                                 FastBuffer<T>& dst, int64_t dst_offset, WordKind kind) {
+  assert(!src.is_csr_ && src.cols_ == 1 && src.row_stride_ == 1);
+  assert(begin >= 0 && count >= 0 && begin + count <= src.rows_ && dst_offset + count <= dst.words());
+  const S* in = src.data_ + begin;
+  T* out = dst.data() + dst_offset;
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i]);
+  if (counted()) count_read(operand, kind, count, segment_lines(begin, count, line_words()));
+}
+
+template <typename T, typename S>
+inline void FastMemory::store_run(Operand operand, const FastBuffer<T>& src, int64_t src_offset,
+                                  const SlowMatrix<S>& dst, int64_t begin, int64_t count, WordKind kind) {
+  assert(!dst.is_csr_ && dst.cols_ == 1 && dst.row_stride_ == 1);
+  assert(begin >= 0 && count >= 0 && begin + count <= dst.rows_ && src_offset + count <= src.words());
+  const T* in = src.data() + src_offset;
+  S* out = dst.data_ + begin;
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<S>(in[i]);
+  if (counted()) count_write(operand, kind, count, segment_lines(begin, count, line_words()));
+}
+
 template <typename T, typename S>
 inline void FastMemory::store_word(Operand operand, const FastBuffer<T>& src, int64_t src_offset,
                                    const SlowMatrix<S>& dst, int64_t row, int64_t col, WordKind kind) {

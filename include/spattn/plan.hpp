@@ -78,9 +78,9 @@ struct AlgorithmCost {
   // mask's entries sparse; CSR inputs are scattered into dense tiles, so the same).
   int64_t flops = 0;
   // PlanObjective::time's price of the run, per head, in flops of flash's kernels (0 where flops
-  // is): time_rates().word x words + flops (+ partial-tile pairs), the words being the words its
-  // predicted lines carry (lines x 16: memory moves whole lines); for small_cache over a mask
-  // those words, entry visits, walk steps and flops at the rates above.
+  // is): time_rates().word x words + flops (+ partial-tile pairs), the words being lines x 16
+  // for a full mask (memory moves whole lines); for small_cache over a mask its words, entry
+  // visits, walk steps and flops at the rates above.
   int64_t time_price = 0;
   // The work terms time_price prices besides the words and flops (0 where they do not apply):
   // flash's pairs of partial tiles; the density-adaptive small_cache's entry visits and walk steps

@@ -45,13 +45,18 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
 
 // A feasible prediction's flops and its time price (plan.hpp, time_rates()): a rate per word +
 // flops + a rate per pair of a partial tile (flash, dense small_cache; the density-adaptive
-// small_cache prices its work instead). The words priced are the words the predicted lines carry
-// (lines x L): memory moves whole lines. Set the lines first.
-void set_flops(AlgorithmCost& cost, int64_t flops, int64_t partial_pairs = 0) {
+// small_cache prices its work instead). For a full mask the words priced are the words the
+// predicted lines carry (lines x L): memory moves whole lines. Over a mask the words themselves,
+// as the density-adaptive small_cache's price has them (its rates were fitted on words, and its
+// word-at-a-time moves reuse their lines natively). Set the lines first.
+enum class Priced : uint8_t { words, lines };
+void set_flops(AlgorithmCost& cost, Priced priced, int64_t flops, int64_t partial_pairs = 0) {
   cost.flops = flops;
   cost.partial_pairs = partial_pairs;
   const TimeRates& rates = time_rates();
-  const double words = static_cast<double>(cost.total_lines()) * static_cast<double>(io::kDefaultLineWords);
+  const double words = priced == Priced::lines
+                           ? static_cast<double>(cost.total_lines()) * static_cast<double>(io::kDefaultLineWords)
+                           : static_cast<double>(cost.total());
   cost.time_price = saturated_price(rates.word * words + static_cast<double>(flops) +
                                                rates.flash_partial_pair * static_cast<double>(partial_pairs));
 }
@@ -73,7 +78,7 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
   cost.lines_predicted = true;
   cost.read_lines = lines.reads;
   cost.write_lines = lines.writes;
-  set_flops(cost, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass));
+  set_flops(cost, Priced::lines, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass));
   if (pass == Pass::forward) {
     cost.tiles = matmul_tiles_text("S", tiles.scores) + ", " + matmul_tiles_text("O", tiles.output);
   } else {
@@ -109,7 +114,7 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   cost.read_lines = lines.total().reads;
   cost.write_lines = lines.total().writes;
   // Partial tiles also apply their mask bits, pair by pair (plan.hpp).
-  set_flops(cost, schedules::flash_flops(shape, flash_mask.get(), pass),
+  set_flops(cost, mask == nullptr ? Priced::lines : Priced::words, schedules::flash_flops(shape, flash_mask.get(), pass),
             schedules::flash_partial_pairs(flash_mask.get(), pass));
   std::ostringstream text;
   text << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;
@@ -154,7 +159,7 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
   cost.flops = work.flops;
   cost.entry_visits = work.entry_visits;
   cost.walk_steps = work.walk_steps;
-  cost.time_price = schedules::sparse_small_cache_time_price(cost.total_lines() * tiles.line_words, work);
+  cost.time_price = schedules::sparse_small_cache_time_price(cost.total(), work);
   cost.tiles = pass == Pass::forward
                    ? sweep_text("S", tiles.scores) + ", " + sweep_text("O", tiles.output)
                    : sweep_text("P", tiles.probs) + ", " + sweep_text("dS", tiles.d_scores) + ", " +

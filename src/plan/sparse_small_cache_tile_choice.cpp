@@ -19,9 +19,9 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // What choose_sweep minimizes for a sweep's tiles, first then second: for words, the lines and
-// then the words (the words alone when L = 1); for time, the time price of the words the lines
-// carry (lines x L: memory moves whole lines), the entry visits and the walk (the flops are the
-// same for every tile of a sweep), then the words.
+// then the words (the words alone when L = 1); for time, the time price of the words, the entry
+// visits and the walk (the flops are the same for every tile of a sweep; the rates were fitted
+// on words, and word-at-a-time moves of a row's entries reuse their lines natively).
 struct SweepPrice {
   int64_t first = -1;
   int64_t second = 0;
@@ -34,13 +34,15 @@ SweepPrice sweep_price(Sweep sweep, const HeadShape& shape, const SparseMaskCoun
                        const SparseSweepTiles& tiles, int64_t touched, PlanObjective objective,
                        int64_t line_words) {
   const int64_t words = sweep_io(sweep, shape, mask, tiles, touched).total().total();
-  const int64_t lines =
-      line_words == 1 ? words : sweep_lines(sweep, shape, mask, tiles, touched, line_words).total().total();
-  if (objective == PlanObjective::words) return {lines, words};
+  if (objective == PlanObjective::words) {
+    const int64_t lines =
+        line_words == 1 ? words : sweep_lines(sweep, shape, mask, tiles, touched, line_words).total().total();
+    return {lines, words};
+  }
   SparseSmallCacheWork work;
   work.entry_visits = sweep_entry_visits(sweep, shape, mask, tiles);
   work.walk_steps = sweep_walk_steps(sweep, shape, mask, tiles, touched);
-  return {sparse_small_cache_time_price(lines * line_words, work), words};
+  return {sparse_small_cache_time_price(words, work), words};
 }
 
 // The column windows the time objective reserves room for (besides the 1-column window that
@@ -61,7 +63,7 @@ SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseM
   // of two below (masks built of aligned blocks, BigBird, random blocks). The window takes what is
   // left.
   const auto try_blocks = [&](int64_t chunk, int64_t window, int64_t run) {
-    const int64_t run_per_row = run > 1 ? (traits.entry_runs + 1) * run : 0;
+    const int64_t run_per_row = run > 1 ? run_words_per_row(traits, run) : 0;
     const int64_t per_row = chunk + kRowIndexWords + traits.row_words + run_per_row;
     const int64_t one_word_runs = run > 1 ? 0 : traits.entry_runs;
     const int64_t fixed_words = 1 + one_word_runs + (traits.transposed ? 1 : 0);
@@ -87,13 +89,14 @@ SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseM
       }
     }
   };
-  // Runs: every power of two that divides a line (each run inside one line), from single words to
-  // whole lines: a longer run moves fewer lines, a shorter one needs smaller run buffers per row.
+  // Runs: for the I/O, every power of two that divides a line (each run inside one line), from
+  // single words to whole lines: a longer run moves fewer lines, a shorter one needs smaller run
+  // buffers per row. For time, single words: at n = 1024 the runs' bookkeeping cost more time
+  // than the lines they save (docs/sparse_small_cache.md, "Tiles for time").
   std::vector<int64_t> runs;
-  for (int64_t run = 1; run <= line_words; run *= 2) {
-    if (line_words % run == 0) runs.push_back(run);
+  for (int64_t run = 1; run <= line_words && line_words % run == 0; run *= 2) {
+    if (run == 1 || objective == PlanObjective::words) runs.push_back(run);
   }
-  if (runs.back() != line_words) runs.push_back(line_words);
   for (const int64_t run : runs) {
     int64_t previous_chunk = 0;
     for (int64_t count = 1; count <= w; ++count) {
@@ -148,8 +151,14 @@ SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const Spa
   tiles.cache_words = cache_words;
   tiles.nnz = mask.nnz();
   tiles.line_words = line_words;
+  // For the I/O, half of M when lines are counted, as the dense small_cache's tiles
+  // (docs/io_model.md, "Headroom"): every move is a copy whose source lines pass through the
+  // cache beside the tiles. Never below the minimum. The time objective's tiles take all of M
+  // (half of it ran 1.5x to 2x slower: fewer rows per block).
+  const bool headroom = line_words > 1 && objective == PlanObjective::words;
+  const int64_t budget = headroom ? std::max(minimum, cache_words / 2) : cache_words;
   for (Sweep sweep : sweeps_of(pass)) {
-    tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, cache_words, objective, line_words);
+    tiles_of(tiles, sweep) = choose_sweep(sweep, shape, mask, budget, objective, line_words);
   }
   return tiles;
 }

@@ -12,15 +12,16 @@
 namespace spattn::schedules {
 
 // Chooses each sweep's tiles for fast memory of `cache_words` words: for every chunk width that
-// gives a distinct number of chunks (about 2 sqrt(d) widths) and each run (1 word, and with
-// line_words > 1 a line), three row blocks (the largest that fits, as many evenly sized, the
+// gives a distinct number of chunks (about 2 sqrt(d) widths; with line_words > 1 also every
+// whole-line chunk) and each run (the powers of two dividing line_words), three row blocks (the largest that fits, as many evenly sized, the
 // largest power of two below), each priced by the exact prediction (walking the mask: O(nnz +
 // rows) per row block size, memoized).
 //   objective words: the fewest lines of line_words words, then the fewest words (line_words = 1:
-//     the fewest words); the column window takes the memory left (it changes no count, only how
-//     often the rows are scanned: usually 1 column).
-//   objective time: the smallest sparse_small_cache_time_price (below) of the words its lines
-//     carry (lines x line_words); at the best chunk and run the
+//     the fewest words), in M / 2 when line_words > 1 (docs/io_model.md, "Headroom"); the column
+//     window takes the memory left (it changes no count, only how often the rows are scanned:
+//     usually 1 column).
+//   objective time: the smallest sparse_small_cache_time_price (below), in all of M, with runs
+//     of one word (faster natively at n = 1024 than line-sized runs); at the best chunk the
 //     candidates also reserve windows of 16, 64, 256 and 1024 columns (a wide window costs some
 //     of the row block, and lets a walk find its rows once per window instead of once per
 //     column). The price also prefers fewer chunks (each re-walks the entries): on uniform

@@ -335,13 +335,14 @@ TEST(SparseSmallCache, FastMemorySmallerThanTheTilesIsRefusedBeforeAnythingIsWri
   HeadFixture p(HeadShape{6, 5, 4, 3}, 1, 7.0f);  // outputs at 7: nothing may change them
   const auto mask = prepare_mask(sparse_formats::random_pattern(6, 5, 0.5, 2));
   const auto tiles = sparse_small_cache_tiles(p.shape, mask, 100, Pass::forward);
-  FastMemory fast(60, nullptr, "test");
-  EXPECT_TRUE(
-      contains(message_of<spattn::RuntimeError>(
-                   [&] { sparse_small_cache_forward(fast, p.forward(), mask, tiles); }),
-               "sparse_small_cache_forward: the tiles need " +
-                   std::to_string(sparse_small_cache_fast_words(tiles)) +
-                   " words of fast memory, 60 of M = 60 are free (tiles chosen for M = 100)"));
+  const int64_t needed = sparse_small_cache_fast_words(tiles);
+  const std::string fewer = std::to_string(needed - 1);
+  FastMemory fast(needed - 1, nullptr, "test");
+  EXPECT_TRUE(contains(message_of<spattn::RuntimeError>(
+                           [&] { sparse_small_cache_forward(fast, p.forward(), mask, tiles); }),
+                       "sparse_small_cache_forward: the tiles need " + std::to_string(needed) +
+                           " words of fast memory, " + fewer + " of M = " + fewer +
+                           " are free (tiles chosen for M = 100)"));
   EXPECT_EQ(p.o, std::vector<float>(18, 7.0f));
   EXPECT_EQ(p.lse, std::vector<float>(6, 7.0f));
 }

@@ -41,13 +41,23 @@ struct Visit {
   std::vector<std::pair<int64_t, int64_t>> touches;             // (column, slot), in order
   std::vector<std::tuple<int64_t, int64_t, int64_t>> sequence;  // (touches so far, row, position)
   int64_t index_reads = 0;
+  int64_t index_lines = 0;  // of 16 words
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> runs;  // (row, begin, end) as the runs ended
+};
+
+// Records every run's end, and checks each begins before its first entry and ends after its last.
+struct RecordRuns {
+  Visit& visit;
+  int64_t row0;
+  void begin_run(int64_t /*r*/, int64_t begin, int64_t end) { EXPECT_LT(begin, end); }
+  void end_run(int64_t r, int64_t begin, int64_t end) { visit.runs.emplace_back(row0 + r, begin, end); }
 };
 
 // Walks every row block of `structure` in `order`; block_rows rows, block_cols-wide windows.
-Visit walk_all(const Structure& structure, int64_t block_rows, int64_t block_cols, Order order) {
+Visit walk_all(const Structure& structure, int64_t block_rows, int64_t block_cols, Order order, int64_t run = 1) {
   Ledger ledger;
   FastMemory fast(1 << 20, &ledger, "walk test");
-  BlockWalker walker(fast, structure.view, block_rows, block_cols);
+  BlockWalker walker(fast, structure.view, block_rows, block_cols, run);
   Visit visit;
   const int64_t num_rows = structure.view.num_rows;
   for (int64_t row0 = 0; row0 < num_rows; row0 += block_rows) {
@@ -67,9 +77,10 @@ Visit walk_all(const Structure& structure, int64_t block_rows, int64_t block_col
           }
           visit.sequence.emplace_back(static_cast<int64_t>(visit.touches.size()), row0 + r, position);
         },
-        order);
+        RecordRuns{visit, row0}, order);
   }
   visit.index_reads = ledger.traffic(spattn::io::Operand::mask, spattn::io::WordKind::index).reads;
+  visit.index_lines = ledger.lines(spattn::io::Operand::mask, spattn::io::WordKind::index).reads;
   return visit;
 }
 
@@ -115,6 +126,50 @@ TEST(SparseSmallCacheWalk, HandCheckedWindowsOfTwoColumns) {
   // The queue in (next column, row) order: row 1's column 0 first.
   const Visit queue = walk_all(structure, 3, 2, Order::queue);
   EXPECT_EQ(std::get<2>(queue.sequence[0]), 2);
+}
+
+// Runs change what moves together, never what is visited: the same entries in the same order and
+// the same index words, in fewer lines; every run is a piece of one row cut at multiples of `run`
+// positions, and the runs of a row cover its positions once, in order.
+TEST(SparseSmallCacheWalk, RunsVisitTheSameEntriesInFewerLines) {
+  for (double density : {0.03, 0.2, 0.9}) {
+    for (int64_t n : {1, 7, 97, 257}) {
+      const auto pattern = sparse_formats::random_pattern(n, n + 3, density, 11);
+      const Structure structure(pattern);
+      for (int64_t block_rows : {1, 5, 64}) {
+        const Visit words = walk_all(structure, block_rows, 1, Order::automatic, 1);
+        for (int64_t run : {2, 8, 16}) {
+          SCOPED_TRACE(testing::Message() << "density " << density << " n " << n << " rows " << block_rows << " run "
+                                          << run);
+          const Visit runs = walk_all(structure, block_rows, 1, Order::automatic, run);
+          EXPECT_EQ(runs.sequence, words.sequence);
+          EXPECT_EQ(runs.index_reads, words.index_reads);
+          // Index words move in runs of run / 2 (8-byte words): run 2 moves them one at a time.
+          if (run == 2) {
+            EXPECT_EQ(runs.index_lines, words.index_lines);
+          } else if (pattern.nnz() > 2 * n) {
+            EXPECT_LT(runs.index_lines, words.index_lines);
+          }
+          std::map<int64_t, int64_t> next;  // row -> the position its next run must begin at
+          for (const auto& [row, begin, end] : runs.runs) {
+            const int64_t row_begin = pattern.row_ptr[static_cast<size_t>(row)];
+            const int64_t row_end = pattern.row_ptr[static_cast<size_t>(row) + 1];
+            EXPECT_EQ(begin, next.count(row) ? next[row] : row_begin);
+            EXPECT_TRUE(begin == row_begin || begin % run == 0);
+            EXPECT_TRUE(end == row_end || end % run == 0);
+            EXPECT_LE(end - begin, run);
+            next[row] = end;
+          }
+          for (int64_t row = 0; row < n; ++row) {
+            const int64_t row_end = pattern.row_ptr[static_cast<size_t>(row) + 1];
+            if (row_end > pattern.row_ptr[static_cast<size_t>(row)]) {
+              EXPECT_EQ(next[row], row_end);
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(SparseSmallCacheWalk, ScanAndQueueVisitAlikeOnRandomMasks) {

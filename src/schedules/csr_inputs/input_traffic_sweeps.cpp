@@ -28,7 +28,7 @@ std::vector<CsrTileWords> row_chunk_words(const InputOperand& op, int64_t chunk)
 
 // Sum over blocks of `block` consecutive rows of the walked structure (ptr, idx) of words[j] for
 // each distinct j their entries hold.
-CsrTileWords touched_words(const std::vector<int64_t>& ptr, const std::vector<int64_t>& idx,
+CsrTileWords touched_words(const IndexArray& ptr, const IndexArray& idx,
                            const std::vector<CsrTileWords>& words, int64_t block) {
   const int64_t num_rows = static_cast<int64_t>(ptr.size()) - 1;
   std::vector<int64_t> last(words.size(), -1);  // the last block that counted column j

@@ -42,6 +42,7 @@
 
 #include "cpu/workers.hpp"
 #include "schedules/common/head_problem.hpp"  // HeadShape, HeadForward, HeadBackward, IoCount, Pass
+#include "schedules/common/line_aligned_array.hpp"
 #include "schedules/sparse_small_cache/sparse_mask_counts.hpp"
 
 #include <spattn/error.hpp>
@@ -54,6 +55,10 @@
 #include <vector>
 
 namespace spattn::schedules {
+
+// The prepared mask's index arrays: int64, starting on a line (the walks move them in runs of
+// whole line parts; schedules/common/line_aligned_array.hpp).
+using IndexArray = std::vector<int64_t, LineAlignedAllocator<int64_t>>;
 
 // A mask prepared for the schedule, built once in O(nnz + seqlen_q + seqlen_k) time: a copy of the
 // CSR (int64) and its transpose (CSC) with, per transposed entry, the position of the same entry
@@ -70,11 +75,11 @@ class SparseSmallCacheMask {
   int64_t nonempty_rows() const { return nonempty_rows_; }  // query rows with an entry
   int64_t nonempty_cols() const { return nonempty_cols_; }  // keys with an entry
 
-  const std::vector<int64_t>& row_ptr() const { return row_ptr_; }  // (seqlen_q + 1)
-  const std::vector<int64_t>& col_idx() const { return col_idx_; }  // (nnz)
-  const std::vector<int64_t>& col_ptr() const { return col_ptr_; }  // (seqlen_k + 1)
-  const std::vector<int64_t>& row_idx() const { return row_idx_; }  // (nnz), rows of each key
-  const std::vector<int64_t>& csr_position() const { return csr_position_; }  // (nnz)
+  const IndexArray& row_ptr() const { return row_ptr_; }  // (seqlen_q + 1)
+  const IndexArray& col_idx() const { return col_idx_; }  // (nnz)
+  const IndexArray& col_ptr() const { return col_ptr_; }  // (seqlen_k + 1)
+  const IndexArray& row_idx() const { return row_idx_; }  // (nnz), rows of each key
+  const IndexArray& csr_position() const { return csr_position_; }  // (nnz)
 
   // Sum over blocks of `block_rows` consecutive query rows of the distinct keys their entries
   // touch (the K / V rows an SpMM or SDDMM row block loads per chunk), and the same over blocks
@@ -87,14 +92,15 @@ class SparseSmallCacheMask {
   int64_t seqlen_k_ = 0;
   int64_t nonempty_rows_ = 0;
   int64_t nonempty_cols_ = 0;
-  std::vector<int64_t> row_ptr_, col_idx_, col_ptr_, row_idx_, csr_position_;
+  IndexArray row_ptr_, col_idx_, col_ptr_, row_idx_, csr_position_;
 };
 
 // One sweep's tiles (see the top of this file): the row block, the column window and the chunk of
 // the dense dimension. All >= 1.
-// `run`: the entries (index words and entry values) that move together, cut at multiples of run
-// positions of the CSR (CSC) arrays: 1 (each word alone) or the line size the tiles were chosen
-// for (each run inside one line; sparse_small_cache_walk.hpp).
+// `run`: the entry values that move together, cut at multiples of `run` positions of the CSR
+// arrays (index words in runs of index_run(run)): a power of two dividing the line size the tiles
+// were chosen for, so that each run lies inside one line; 1 moves each word alone
+// (sparse_small_cache_walk.hpp).
 struct SparseSweepTiles {
   int64_t block_rows = 1;
   int64_t block_cols = 1;
@@ -218,9 +224,16 @@ inline constexpr int64_t kRowIndexWords = 4;
 // Fast memory of one sweep: block_rows (chunk + kRowIndexWords + row_words) + 1 (row pointers,
 // cursors, next columns, queue, statistics, panel) + block_cols (chunk + 1) (B rows and their
 // markers) + the run buffers: with run = 1 one word per array moved in runs (entry_runs), with
-// run > 1 a run per row for each of them and the column indices ((entry_runs + 1) block_rows
-// run) + a gathered value (transposed).
+// run > 1 block_rows run_words_per_row (below) + a gathered value (transposed).
 int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles);
+// The runs of the 8-byte index arrays (column / row indices, positions): half the values' runs
+// of 4-byte words (at least 1), so that an index run covers the bytes a value run does and lies
+// inside one line of the arrays (which start on a line).
+inline int64_t index_run(int64_t run) { return run > 1 ? run / 2 : 1; }
+// The run buffers' words per row of the block when run > 1: a value run per array moved in runs
+// (not transposed) and an index run of the column indices, or (transposed) index runs of the row
+// indices and the positions.
+int64_t run_words_per_row(const SweepTraits& traits, int64_t run);
 // The exact words one sweep moves, with w its dense width (d or e). Zero for an SpMM with w = 0.
 SparseIo predict_sweep(Sweep sweep, const HeadShape& shape, const SparseSmallCacheMask& mask,
                        const SparseSweepTiles& tiles);

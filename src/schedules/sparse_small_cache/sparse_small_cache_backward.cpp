@@ -4,6 +4,7 @@
 //   dQ = scale dS K                    SpMM sweep over the rows
 //   dK = scale dS^T Q,  dV = P^T dO    SpMM sweeps over the transposed structure
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
+#include "schedules/common/line_aligned_array.hpp"
 #include "schedules/small_cache/small_cache.hpp"
 #include "cpu/kernels/small_cache_kernels.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache_sweeps.hpp"
@@ -140,8 +141,9 @@ void backward_on(const Memories& memories, const HeadBackward& head, const Spars
                            SlowMatrix<const int64_t>::dense(mask.row_idx().data(), nnz, 1),
                            SlowMatrix<const int64_t>::dense(mask.csr_position().data(), nnz, 1),
                            true};
-  // Slow-memory scratch for P and dS at the mask's entries, CSR order, owned by this call.
-  std::vector<float> p_storage(static_cast<size_t>(nnz)), ds_storage(static_cast<size_t>(nnz));
+  // Slow-memory scratch for P and dS at the mask's entries, CSR order, owned by this call, starting
+  // on a line as the line model takes them to.
+  LineAlignedArray<float> p_storage(static_cast<size_t>(nnz)), ds_storage(static_cast<size_t>(nnz));
   const auto p = SlowMatrix<float>::dense(p_storage.data(), nnz, 1);
   const auto p_read = SlowMatrix<const float>::dense(p_storage.data(), nnz, 1);
   const auto ds = SlowMatrix<float>::dense(ds_storage.data(), nnz, 1);

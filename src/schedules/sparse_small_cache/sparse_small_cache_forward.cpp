@@ -1,6 +1,7 @@
 // The density-adaptive small-cache forward (sparse_small_cache.hpp; docs/sparse_small_cache.md):
 //   S = scale Q K^T at the mask      SDDMM sweep; LSE from running row statistics
 //   O = exp(S - LSE) V               SpMM sweep; P made from S as it is loaded, never written
+#include "schedules/common/line_aligned_array.hpp"
 #include "schedules/small_cache/small_cache.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache_sweeps.hpp"
@@ -130,8 +131,9 @@ void forward_on(const Memories& memories, const HeadForward& head, const SparseS
                            SlowMatrix<const int64_t>::dense(mask.col_idx().data(), nnz, 1),
                            SlowMatrix<const int64_t>(),
                            false};
-  // Slow-memory scratch for S at the mask's entries, CSR order, owned by this call.
-  std::vector<float> s_storage(static_cast<size_t>(nnz));
+  // Slow-memory scratch for S at the mask's entries, CSR order, owned by this call, starting on a
+  // line as the line model takes it to.
+  LineAlignedArray<float> s_storage(static_cast<size_t>(nnz));
   const auto s = SlowMatrix<float>::dense(s_storage.data(), nnz, 1);
 
   run_on(memories, [&](FastMemory& fast, int worker) {

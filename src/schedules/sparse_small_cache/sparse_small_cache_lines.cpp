@@ -28,7 +28,8 @@ int64_t block_vector_lines(int64_t rows, int64_t block_rows, int64_t extra, int6
 }  // namespace
 
 // Per chunk, a run of entries moves inside one line (run divides L), so every move of a run costs
-// one line: the column indices, the positions (transposed), the values and P. Dense rows (A panel,
+// one line: the values and P (runs of `run`), the column indices and the positions (transposed;
+// runs of index_run(run)). Dense rows (A panel,
 // B rows, O rows for D) and the output's block x chunk tiles cost what dense_lines.hpp says; the
 // row pointers and LSE their vector runs per block; a gathered value or a row's LSE word one line.
 SparseIo sweep_lines(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
@@ -43,13 +44,16 @@ SparseIo sweep_lines(Sweep sweep, const HeadShape& shape, const SparseMaskCounts
   const int64_t rows = traits.transposed ? mask.seqlen_k() : mask.seqlen_q();
   const int64_t nonempty = traits.transposed ? mask.nonempty_cols() : mask.nonempty_rows();
   const int64_t chunks = sweep_chunk_count(traits.sddmm, w, tiles.chunk);
-  const int64_t runs = mask.entry_runs(tiles.run, traits.transposed);
+  // Per chunk: the value runs over the CSR (none transposed: it gathers) and the index runs of the
+  // walked structure (column indices; transposed: row indices and positions).
+  const int64_t runs = traits.transposed ? 0 : mask.entry_runs(tiles.run, false);
+  const int64_t index_runs = mask.entry_runs(index_run(tiles.run), traits.transposed);
   // One dense row moved in all its chunks (A, B and O rows).
   const int64_t row_lines = dense_grid_lines(1, w, 1, tiles.chunk, line_words);
   const int64_t pointer_lines = block_vector_lines(rows, tiles.block_rows, 1, line_words);
   SparseIo lines;
   if (traits.sddmm) {
-    lines.indices.reads = pointer_lines + chunks * runs;
+    lines.indices.reads = pointer_lines + chunks * index_runs;
     lines.values.reads = nonempty * row_lines + touched * row_lines + (chunks - 1) * runs;  // A, B, partials
     lines.values.writes = chunks * runs;
     if (sweep == Sweep::scores) lines.values.writes += block_vector_lines(rows, tiles.block_rows, 0, line_words);
@@ -58,7 +62,7 @@ SparseIo sweep_lines(Sweep sweep, const HeadShape& shape, const SparseMaskCounts
     return lines;
   }
   if (chunks == 0) return lines;
-  lines.indices.reads = pointer_lines + chunks * runs * (traits.transposed ? 2 : 1);
+  lines.indices.reads = pointer_lines + chunks * index_runs * (traits.transposed ? 2 : 1);
   lines.values.reads = chunks * (traits.transposed ? mask.nnz() : runs) + touched * row_lines;
   if (sweep == Sweep::output) lines.values.reads += nonempty;  // LSE words
   lines.values.writes = dense_grid_lines(rows, w, tiles.block_rows, tiles.chunk, line_words);  // the output

@@ -60,7 +60,7 @@ namespace {
 
 // Sum over blocks of `block` consecutive rows of a compressed structure of the distinct indices
 // their entries hold. last[c] = the last block that counted index c.
-int64_t touched_per_block(const std::vector<int64_t>& ptr, const std::vector<int64_t>& idx,
+int64_t touched_per_block(const IndexArray& ptr, const IndexArray& idx,
                           int64_t num_cols, int64_t block) {
   const int64_t num_rows = static_cast<int64_t>(ptr.size()) - 1;
   std::vector<int64_t> last(static_cast<size_t>(num_cols), -1);
@@ -105,9 +105,13 @@ SweepTraits sweep_traits(Sweep sweep) {
   return {};
 }
 
+int64_t run_words_per_row(const SweepTraits& traits, int64_t run) {
+  return traits.transposed ? 2 * index_run(run) : traits.entry_runs * run + index_run(run);
+}
+
 int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles) {
   const SweepTraits traits = sweep_traits(sweep);
-  const int64_t runs = tiles.run == 1 ? traits.entry_runs : (traits.entry_runs + 1) * tiles.block_rows * tiles.run;
+  const int64_t runs = tiles.run == 1 ? traits.entry_runs : tiles.block_rows * run_words_per_row(traits, tiles.run);
   return tiles.block_rows * (tiles.chunk + kRowIndexWords + traits.row_words) + 1 +
          tiles.block_cols * (tiles.chunk + 1) + runs + (traits.transposed ? 1 : 0);
 }
@@ -277,6 +281,7 @@ void check_tiles_of([[maybe_unused]] const char* where, [[maybe_unused]] const H
     assert(tiles_of(tiles, sweep).block_rows >= 1 && tiles_of(tiles, sweep).block_cols >= 1 &&
            tiles_of(tiles, sweep).chunk >= 1 && tiles_of(tiles, sweep).run >= 1 &&
            "sparse small_cache tiles below 1");
+    assert((tiles_of(tiles, sweep).run & (tiles_of(tiles, sweep).run - 1)) == 0 && "runs are powers of two");
   }
 }
 

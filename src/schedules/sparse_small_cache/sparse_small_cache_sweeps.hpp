@@ -59,24 +59,35 @@ struct BlockShare {
   int64_t block_step = 1;
 };
 
-// Moves one run of entry values between a value array (CSR order) and a run buffer.
+// Moves one run of entry values between a value array (CSR order) and a run buffer (kRuns: runs
+// of more than one word).
+template <bool kRuns>
 struct RunMoves {
   io::FastMemory& fast;
   const BlockWalker& walker;
   template <typename S>
   void load(io::Operand op, const SlowMatrix<S>& from, io::FastBuffer<float>& buffer, int64_t r,
             int64_t begin, int64_t end) const {
-    fast.load(op, from, begin, 0, end - begin, 1, buffer, walker.run_slot(r, begin), 1);
+    if constexpr (kRuns) {
+      fast.load_run(op, from, begin, end - begin, buffer, walker.run_slot<true>(r, begin));
+    } else {
+      fast.load_word(op, from, begin, 0, buffer, 0);
+    }
   }
   void store(io::Operand op, const io::FastBuffer<float>& buffer, const SlowMatrix<float>& to, int64_t r,
              int64_t begin, int64_t end) const {
-    fast.store(op, buffer, walker.run_slot(r, begin), 1, to, begin, 0, end - begin, 1);
+    if constexpr (kRuns) {
+      fast.store_run(op, buffer, walker.run_slot<true>(r, begin), to, begin, end - begin);
+    } else {
+      fast.store_word(op, buffer, 0, to, begin, 0);
+    }
   }
 };
 
 // The SDDMM's run moves in one chunk (BlockWalker::walk's `runs`).
+template <bool kRuns>
 struct SddmmRuns {
-  const RunMoves& moves;
+  const RunMoves<kRuns>& moves;
   const SddmmOperands& op;
   io::FastBuffer<float>& values;
   io::FastBuffer<float>& companion;
@@ -90,10 +101,9 @@ struct SddmmRuns {
   }
 };
 
-template <typename Hooks>
-void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
-                 const SparseSweepTiles& tiles, const SddmmOperands& op, Hooks& hooks,
-                 const BlockShare& share = {}) {
+template <bool kRuns, typename Hooks>
+void sddmm_sweep_in_runs(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
+                         const SparseSweepTiles& tiles, const SddmmOperands& op, Hooks& hooks, const BlockShare& share) {
   const int64_t ld = tiles.chunk;
   BlockWalker walker(fast, structure, tiles.block_rows, tiles.block_cols, tiles.run);
   io::FastBuffer<float> panel =
@@ -105,7 +115,7 @@ void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t w
   const bool has_companion = op.has_companion();
   io::FastBuffer<float> companion =
       fast.allocate<float>(has_companion ? run_words : 0, "sparse_small_cache companion values");
-  const RunMoves moves{fast, walker};
+  const RunMoves<kRuns> moves{fast, walker};
   // A dense width of 0 still has one (empty) chunk: the entries are written (S = 0).
   const int64_t chunks = sweep_chunk_count(true, width, ld);
   for (int64_t row0 = share.first_block * tiles.block_rows; row0 < structure.num_rows;
@@ -122,7 +132,7 @@ void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t w
             fast.load(op.a_op, op.a, row0 + r, col0, 1, cols, panel, r * ld, ld);
         }
         hooks.begin_chunk(fast, walker, col0, cols, panel, ld, b_rows);
-        walker.walk(
+        walker.walk_with<kRuns>(
             fast,
             [&](int64_t col, int64_t slot) {
               fast.load(op.b_op, op.b, col, col0, 1, cols, b_rows, slot * ld, ld);
@@ -130,15 +140,26 @@ void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t w
             [&](int64_t r, int64_t slot, int64_t position) {
               // (small_cache_kernels: vectorized, in a fixed order whatever the thread count)
               float sum = small_cache_kernels::dot(panel.data() + r * ld, b_rows.data() + slot * ld, cols);
-              float& value = values[walker.run_slot(r, position)];
+              const int64_t at = walker.run_slot<kRuns>(r, position);
+              float& value = values[at];
               if (c > 0) sum = value + sum;
-              value = last ? hooks.finish(r, sum, has_companion ? companion[walker.run_slot(r, position)] : 0.0f)
-                           : sum;
+              value = last ? hooks.finish(r, sum, has_companion ? companion[at] : 0.0f) : sum;
             },
-            SddmmRuns{moves, op, values, companion, c == 0, last});
+            SddmmRuns<kRuns>{moves, op, values, companion, c == 0, last});
       }
     }
     hooks.end_block(fast, walker);
+  }
+}
+
+template <typename Hooks>
+void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
+                 const SparseSweepTiles& tiles, const SddmmOperands& op, Hooks& hooks,
+                 const BlockShare& share = {}) {
+  if (tiles.run > 1) {
+    sddmm_sweep_in_runs<true>(fast, structure, width, tiles, op, hooks, share);
+  } else {
+    sddmm_sweep_in_runs<false>(fast, structure, width, tiles, op, hooks, share);
   }
 }
 
@@ -160,8 +181,9 @@ struct SpmmOperands {
 };
 
 // The SpMM's run moves (BlockWalker::walk's `runs`): none when it gathers.
+template <bool kRuns>
 struct SpmmRuns {
-  const RunMoves& moves;
+  const RunMoves<kRuns>& moves;
   const SpmmOperands& op;
   io::FastBuffer<float>& values;
   bool gathers;
@@ -171,11 +193,9 @@ struct SpmmRuns {
   void end_run(int64_t /*r*/, int64_t /*begin*/, int64_t /*end*/) {}
 };
 
-template <typename Hooks>
-void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
-                const SparseSweepTiles& tiles, const SpmmOperands& op, Hooks& hooks,
-                const BlockShare& share = {}) {
-  if (width == 0) return;
+template <bool kRuns, typename Hooks>
+void spmm_sweep_in_runs(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
+                        const SparseSweepTiles& tiles, const SpmmOperands& op, Hooks& hooks, const BlockShare& share) {
   const int64_t ld = tiles.chunk;
   BlockWalker walker(fast, structure, tiles.block_rows, tiles.block_cols, tiles.run);
   io::FastBuffer<float> acc =
@@ -185,7 +205,7 @@ void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t wi
   const bool gathers = structure.transposed;
   io::FastBuffer<float> values = fast.allocate<float>(
       gathers ? 1 : BlockWalker::run_buffer_words(tiles.block_rows, tiles.run), "sparse_small_cache entry values");
-  const RunMoves moves{fast, walker};
+  const RunMoves<kRuns> moves{fast, walker};
   const int64_t chunks = sweep_chunk_count(false, width, ld);
   for (int64_t row0 = share.first_block * tiles.block_rows; row0 < structure.num_rows;
        row0 += share.block_step * tiles.block_rows) {
@@ -196,7 +216,7 @@ void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t wi
       const int64_t col0 = c * ld;
       const int64_t cols = std::min(ld, width - col0);
       std::fill(acc.data(), acc.data() + rows * ld, 0.0f);
-      walker.walk(
+      walker.walk_with<kRuns>(
           fast,
           [&](int64_t col, int64_t slot) {
             fast.load(op.b_op, op.b, col, col0, 1, cols, b_rows, slot * ld, ld);
@@ -207,17 +227,29 @@ void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t wi
               fast.load_word(op.value_op, op.values, position, 0, values, 0);
               value = values[0];
             } else {
-              value = values[walker.run_slot(r, position)];
+              value = values[walker.run_slot<kRuns>(r, position)];
             }
             small_cache_kernels::axpy(hooks.transform(r, value), b_rows.data() + slot * ld,
                                       acc.data() + r * ld, cols);
           },
-          SpmmRuns{moves, op, values, gathers});
+          SpmmRuns<kRuns>{moves, op, values, gathers});
       if (op.alpha != 1.0f) {
         for (int64_t i = 0; i < rows * ld; ++i) acc[i] *= op.alpha;
       }
       fast.store(op.out_op, acc, 0, ld, op.out, row0, col0, rows, cols);
     }
+  }
+}
+
+template <typename Hooks>
+void spmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t width,
+                const SparseSweepTiles& tiles, const SpmmOperands& op, Hooks& hooks,
+                const BlockShare& share = {}) {
+  if (width == 0) return;
+  if (tiles.run > 1) {
+    spmm_sweep_in_runs<true>(fast, structure, width, tiles, op, hooks, share);
+  } else {
+    spmm_sweep_in_runs<false>(fast, structure, width, tiles, op, hooks, share);
   }
 }
 

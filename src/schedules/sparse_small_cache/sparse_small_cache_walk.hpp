@@ -10,12 +10,14 @@
 //   queue   (rows)      the rows with entries left, a binary min-heap on (next column, row), for
 //                       sparse blocks (Order below)
 //   marker  (block_cols) per window column, the window that last loaded its B row
-//   index runs (rows x run, run > 1 only)  each row's current run of column indices
-//   positions (transposed only: rows x run, or 1 when run = 1)  the CSR positions of the same run
-// Entries move in runs (SparseSweepTiles::run): a row's entries are cut at multiples of `run`
-// positions, and the index words (and the sweeps' entry values) of a run move as one vector. With
-// run = L, a line of L words, a run is the part of a row inside one line: it costs one line where
-// word-at-a-time moves cost a line per entry. With run = 1 every word moves alone (next holds it).
+//   index runs (rows x index_run(run), run > 1 only)  each row's current run of column indices
+//   positions (transposed only: rows x index_run(run), or 1 when run = 1)  the CSR positions of
+//                       the current run
+// Entries move in runs (SparseSweepTiles::run): a row's entry values are cut at multiples of `run`
+// positions and its 8-byte index words at multiples of index_run(run) = run / 2, and each run moves
+// as one vector. With run = L, a line of L 4-byte words, a run is the part of a row inside one
+// line: it costs one line where word-at-a-time moves cost a line per entry. With run = 1 every
+// word moves alone (next holds it).
 // A walk visits the block's entries in column order, one window of block_cols columns at a time
 // (starting at the smallest next column, so empty stretches are skipped), each window row by row
 // (each row's entries in the window, then the next row's).
@@ -28,6 +30,7 @@
 #include <spattn/io.hpp>
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 
 namespace spattn::schedules::sparse_small_cache_detail {
@@ -69,21 +72,34 @@ class BlockWalker {
       : s_(structure),
         block_cols_(block_cols),
         run_(run),
+        index_run_(index_run(run)),
+        run_mask_(run - 1),
+        index_mask_(index_run_ - 1),
         bounds_(fast.allocate<int64_t>(block_rows + 1, "sparse_small_cache row pointers")),
         cursor_(fast.allocate<int64_t>(block_rows, "sparse_small_cache cursors")),
         next_(fast.allocate<int64_t>(block_rows, "sparse_small_cache next columns")),
         queue_(fast.allocate<int64_t>(block_rows, "sparse_small_cache row queue")),
         marker_(fast.allocate<int64_t>(block_cols, "sparse_small_cache window markers")),
-        index_runs_(fast.allocate<int64_t>(run > 1 ? block_rows * run : 0, "sparse_small_cache index runs")),
-        positions_(fast.allocate<int64_t>(structure.transposed ? run_buffer_words(block_rows, run) : 0,
+        index_runs_(fast.allocate<int64_t>(run > 1 ? block_rows * index_run(run) : 0, "sparse_small_cache index runs")),
+        positions_(fast.allocate<int64_t>(structure.transposed ? run_buffer_words(block_rows, index_run(run)) : 0,
                                           "sparse_small_cache entry positions")) {}
 
   // Words of a buffer holding one run per row of the block: a run of one word is used as soon as
   // it is moved, so one word serves every row.
   static int64_t run_buffer_words(int64_t block_rows, int64_t run) { return run > 1 ? block_rows * run : 1; }
-  // Where entry `position` of row r sits in such a buffer.
-  int64_t run_slot(int64_t r, int64_t position) const { return run_ > 1 ? r * run_ + position % run_ : 0; }
-  int64_t run() const { return run_; }
+  // Where entry `position` of row r sits in a buffer of value runs, and of index runs. kRuns:
+  // run > 1 (a compile-time choice of the sweeps, so that the one-word path stays plain).
+  template <bool kRuns>
+  int64_t run_slot(int64_t r, int64_t position) const {
+    if constexpr (kRuns) return r * run_ + (position & run_mask_);
+    return 0;
+  }
+  template <bool kRuns>
+  int64_t index_slot(int64_t r, int64_t position) const {
+    if constexpr (kRuns) return r * index_run_ + (position & index_mask_);
+    return 0;
+  }
+  bool runs() const { return run_ > 1; }
 
   // Loads the row pointers of rows [row0, row0 + rows): rows + 1 index words.
   void load_block(io::FastMemory& fast, int64_t row0, int64_t rows) {
@@ -113,17 +129,10 @@ class BlockWalker {
   // end) after its last (the sweeps move their entry values there).
   template <typename Touch, typename Entry, typename Runs>
   void walk(io::FastMemory& fast, Touch&& touch, Entry&& entry, Runs&& runs, Order order = Order::automatic) {
-    if (rows_ == 0) return;
-    for (int64_t r = 0; r < rows_; ++r) {
-      cursor_[r] = bounds_[r];
-      peek(fast, r);
-    }
-    if (order == Order::automatic) order = preferred_order();
-    if (!queue_fits()) order = Order::scan;
-    if (order == Order::scan) {
-      scan_walk(fast, touch, entry, runs);
+    if (this->runs()) {
+      walk_with<true>(fast, touch, entry, runs, order);
     } else {
-      queue_walk(fast, touch, entry, runs);
+      walk_with<false>(fast, touch, entry, runs, order);
     }
   }
   struct NoRunHooks {
@@ -133,6 +142,23 @@ class BlockWalker {
   template <typename Touch, typename Entry>
   void walk(io::FastMemory& fast, Touch&& touch, Entry&& entry, Order order = Order::automatic) {
     walk(fast, touch, entry, NoRunHooks{}, order);
+  }
+  // The same with runs() known at compile time (kRuns == runs(), asserted): the sweeps' path.
+  template <bool kRuns, typename Touch, typename Entry, typename Runs>
+  void walk_with(io::FastMemory& fast, Touch&& touch, Entry&& entry, Runs&& runs, Order order = Order::automatic) {
+    assert(kRuns == (run_ > 1));
+    if (rows_ == 0) return;
+    for (int64_t r = 0; r < rows_; ++r) {
+      cursor_[r] = bounds_[r];
+      peek<kRuns>(fast, r);
+    }
+    if (order == Order::automatic) order = preferred_order();
+    if (!queue_fits()) order = Order::scan;
+    if (order == Order::scan) {
+      scan_walk<kRuns>(fast, touch, entry, runs);
+    } else {
+      queue_walk<kRuns>(fast, touch, entry, runs);
+    }
   }
 
  private:
@@ -147,7 +173,7 @@ class BlockWalker {
   }
 
   // Row r's entries in [window_begin, window_end), in column order.
-  template <typename Touch, typename Entry, typename Runs>
+  template <bool kRuns, typename Touch, typename Entry, typename Runs>
   void visit_row(io::FastMemory& fast, int64_t r, int64_t window_begin, int64_t window_end, Touch& touch,
                  Entry& entry, Runs& runs) {
     while (next_[r] < window_end) {
@@ -157,20 +183,38 @@ class BlockWalker {
         touch(next_[r], slot);
       }
       const int64_t at = cursor_[r];
-      const int64_t run_begin = std::max(bounds_[r], at - at % run_);
-      const int64_t run_end = std::min(bounds_[r + 1], run_begin - run_begin % run_ + run_);
-      if (at == run_begin) {
+      if constexpr (kRuns) {
+        visit_in_runs(fast, r, slot, at, entry, runs);
+      } else {  // every word alone: each entry is a run
+        int64_t position = at;
         if (s_.transposed) {
-          fast.load(io::Operand::mask, s_.position, run_begin, 0, run_end - run_begin, 1, positions_,
-                    run_slot(r, run_begin), 1, io::WordKind::index);
+          fast.load_word(io::Operand::mask, s_.position, at, 0, positions_, 0, io::WordKind::index);
+          position = positions_[0];
         }
-        runs.begin_run(r, run_begin, run_end);
+        runs.begin_run(r, at, at + 1);
+        entry(r, slot, position);
+        runs.end_run(r, at, at + 1);
       }
-      entry(r, slot, s_.transposed ? positions_[run_slot(r, at)] : at);
-      if (at + 1 == run_end) runs.end_run(r, run_begin, run_end);
       ++cursor_[r];
-      peek(fast, r);
+      peek<kRuns>(fast, r);
     }
+  }
+
+  // An entry of row r with runs of run_ > 1 values: the run of positions (transposed) loaded at
+  // its start, the value run begun before its first entry and ended after its last.
+  template <typename Entry, typename Runs>
+  void visit_in_runs(io::FastMemory& fast, int64_t r, int64_t slot, int64_t at, Entry& entry, Runs& runs) {
+    const int64_t row_end = bounds_[r + 1];
+    if (s_.transposed && (at == bounds_[r] || (at & index_mask_) == 0)) {
+      const int64_t end = std::min(row_end, (at & ~index_mask_) + index_run_);
+      fast.load_run(io::Operand::mask, s_.position, at, end - at, positions_, index_slot<true>(r, at),
+                    io::WordKind::index);
+    }
+    // The value run holding `at`: [max(row start, at rounded down), min(row end, that + run)).
+    const int64_t aligned = at & ~run_mask_;
+    if (at == bounds_[r] || at == aligned) runs.begin_run(r, at, std::min(row_end, aligned + run_));
+    entry(r, slot, s_.transposed ? positions_[index_slot<true>(r, at)] : at);
+    if (at + 1 == row_end || ((at + 1) & run_mask_) == 0) runs.end_run(r, std::max(bounds_[r], aligned), at + 1);
   }
 
   // Every row per window; the next window starts at the smallest next column, found on the way.
@@ -179,7 +223,7 @@ class BlockWalker {
   // all the scan needs), and row by row only where one is (perf: the per-row compare and minimum
   // was most of a density-0.02 sweep with one-column windows; whole runs 1.0x to 1.3x faster).
   static constexpr int64_t kScanGroup = 16;
-  template <typename Touch, typename Entry, typename Runs>
+  template <bool kRuns, typename Touch, typename Entry, typename Runs>
   void scan_walk(io::FastMemory& fast, Touch& touch, Entry& entry, Runs& runs) {
     const int64_t* next = next_.data();
     int64_t window_begin = *std::min_element(next, next + rows_);
@@ -196,7 +240,7 @@ class BlockWalker {
           continue;
         }
         for (int64_t r = r0; r < r1; ++r) {
-          visit_row(fast, r, window_begin, window_end, touch, entry, runs);
+          visit_row<kRuns>(fast, r, window_begin, window_end, touch, entry, runs);
           following = std::min(following, next[r]);
         }
       }
@@ -208,7 +252,7 @@ class BlockWalker {
   // (next column << 32 | row: one integer compare orders them); the window's rows come off its
   // top in that order (row order when a window is one column wide, the usual tile) and go back
   // further down, or out once they have no entries left.
-  template <typename Touch, typename Entry, typename Runs>
+  template <bool kRuns, typename Touch, typename Entry, typename Runs>
   void queue_walk(io::FastMemory& fast, Touch& touch, Entry& entry, Runs& runs) {
     queued_ = 0;
     for (int64_t r = 0; r < rows_; ++r) {
@@ -220,7 +264,7 @@ class BlockWalker {
       ++window_;
       while (queued_ > 0 && (queue_[0] >> 32) < window_end) {
         const int64_t r = queue_[0] & 0xffffffff;
-        visit_row(fast, r, window_begin, window_end, touch, entry, runs);
+        visit_row<kRuns>(fast, r, window_begin, window_end, touch, entry, runs);
         sift_down(next_[r] < s_.num_cols ? queue_key(r) : queue_[--queued_]);
       }
     }
@@ -232,19 +276,20 @@ class BlockWalker {
 
   // next_[r] = the column of row r's entry at its cursor, or num_cols past its end. With runs of
   // one word it is loaded alone; else the row's run that starts at the cursor is loaded whole.
+  template <bool kRuns>
   void peek(io::FastMemory& fast, int64_t r) {
     const int64_t at = cursor_[r];
     if (at >= bounds_[r + 1]) {
       next_[r] = s_.num_cols;
-    } else if (run_ == 1) {
+    } else if constexpr (!kRuns) {
       fast.load_word(io::Operand::mask, s_.idx, at, 0, next_, r, io::WordKind::index);
     } else {
-      if (at == bounds_[r] || at % run_ == 0) {
-        const int64_t run_end = std::min(bounds_[r + 1], at - at % run_ + run_);
-        fast.load(io::Operand::mask, s_.idx, at, 0, run_end - at, 1, index_runs_, run_slot(r, at), 1,
-                  io::WordKind::index);
+      if (at == bounds_[r] || (at & index_mask_) == 0) {
+        const int64_t end = std::min(bounds_[r + 1], (at & ~index_mask_) + index_run_);
+        fast.load_run(io::Operand::mask, s_.idx, at, end - at, index_runs_, index_slot<true>(r, at),
+                      io::WordKind::index);
       }
-      next_[r] = index_runs_[run_slot(r, at)];
+      next_[r] = index_runs_[index_slot<true>(r, at)];
     }
   }
 
@@ -275,7 +320,10 @@ class BlockWalker {
 
   WalkStructure s_;
   int64_t block_cols_;
-  int64_t run_;  // entries per run (>= 1)
+  int64_t run_;        // entry values per run (a power of two)
+  int64_t index_run_;  // index words per run: index_run(run_)
+  int64_t run_mask_;   // run_ - 1: positions & ~run_mask_ start runs
+  int64_t index_mask_;
   int64_t row0_ = 0;
   int64_t rows_ = 0;
   int64_t window_ = 0;  // windows are numbered from 1; markers start at 0
