@@ -47,14 +47,19 @@ int64_t writes(const Ledger& ledger, Operand operand) {
   return ledger.traffic(operand, WordKind::value).writes;
 }
 
-void expect_equal(const Ledger& ledger, const SparseIo& predicted) {
-  const auto values = ledger.total(WordKind::value);
-  const auto indices = ledger.total(WordKind::index);
+// Counted (values, indices) equal predicted, in words or in lines; the mask is never written.
+void expect_equal_kinds(const spattn::io::Traffic& values, const spattn::io::Traffic& indices,
+                        const SparseIo& predicted) {
   EXPECT_EQ(values.reads, predicted.values.reads);
   EXPECT_EQ(values.writes, predicted.values.writes);
   EXPECT_EQ(indices.reads, predicted.indices.reads);
   EXPECT_EQ(indices.writes, predicted.indices.writes);
-  EXPECT_EQ(indices.writes, 0);  // the mask is never written
+  EXPECT_EQ(indices.writes, 0);
+}
+
+void expect_equal(const Ledger& ledger, const SparseIo& predicted) {
+  const auto indices = ledger.total(WordKind::index);
+  expect_equal_kinds(ledger.total(WordKind::value), indices, predicted);
   // Every index word is booked to the mask, every mask word is an index word.
   EXPECT_EQ(ledger.traffic(Operand::mask, WordKind::index).reads, indices.reads);
   EXPECT_EQ(ledger.traffic(Operand::mask, WordKind::value).total(), 0);
@@ -62,12 +67,7 @@ void expect_equal(const Ledger& ledger, const SparseIo& predicted) {
 
 // The lines counted (the ledger's line size) equal the lines predicted, values and indices apart.
 void expect_equal_lines(const Ledger& ledger, const SparseIo& predicted) {
-  const auto values = ledger.total_lines(WordKind::value);
-  const auto indices = ledger.total_lines(WordKind::index);
-  EXPECT_EQ(values.reads, predicted.values.reads);
-  EXPECT_EQ(values.writes, predicted.values.writes);
-  EXPECT_EQ(indices.reads, predicted.indices.reads);
-  EXPECT_EQ(indices.writes, 0);
+  expect_equal_kinds(ledger.total_lines(WordKind::value), ledger.total_lines(WordKind::index), predicted);
 }
 
 // Runs forward and backward counted at fast memory M and checks every count against the
