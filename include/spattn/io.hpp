@@ -175,13 +175,19 @@ class FastMemory;
 //            - the column index of each entry from there on up to the tile's end, and one more
 //              (the stop word) when the row has an entry at or past col0 + cols.
 //            A full-width tile (col0 = 0, cols = all) therefore reads rows + 1 + its nnz indices.
-// An empty tile (rows or cols 0) moves nothing.
+// An empty tile (rows or cols 0) moves nothing. In lines (the line rule above): the row pointers'
+// run, and per stored row the run of column-index positions it reads (from its first probe or
+// scanned index to its last) and the run of values it reads.
 struct CsrTileWords {
   int64_t values = 0;
   int64_t indices = 0;
+  int64_t value_lines = 0;
+  int64_t index_lines = 0;
   CsrTileWords& operator+=(const CsrTileWords& other) {
     values += other.values;
     indices += other.indices;
+    value_lines += other.value_lines;
+    index_lines += other.index_lines;
     return *this;
   }
 };
@@ -194,7 +200,7 @@ int64_t csr_search_probes(int64_t length);
 // schedule loads. The view must be a valid CSR (sparse_formats::validate) and the tile in range.
 template <typename Value>
 CsrTileWords csr_tile_words(const sparse_formats::CsrMatrixView<int64_t, Value>& csr, int64_t row0,
-                            int64_t rows, int64_t col0, int64_t cols);
+                            int64_t rows, int64_t col0, int64_t cols, int64_t line_words = kDefaultLineWords);
 
 // A view of a rows x cols matrix in slow memory, element (r, c) at data[r * row_stride +
 // c * col_stride], or (read-only inputs) a CSR matrix. Only FastMemory reads or writes through it.

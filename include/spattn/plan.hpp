@@ -90,8 +90,8 @@ struct AlgorithmCost {
   int64_t walk_steps = 0;
   // The words above in lines of Plan::line_words words (spattn/io.hpp's line model), per head,
   // where the line model predicts them exactly: flash (dense and block-sparse) and small_cache
-  // (dense and density-adaptive). Not predicted (lines_predicted false, lines 0) for CSR inputs,
-  // whose counted runs still count their lines.
+  // (dense and density-adaptive), with dense or CSR inputs. Not predicted (lines_predicted false,
+  // lines 0) where grouped-query attention's backward adds up dK and dV (kv_sum_reads).
   bool lines_predicted = false;
   int64_t read_lines = 0;
   int64_t write_lines = 0;

@@ -26,29 +26,31 @@ using schedules::SparseIo;
 // The CSR-input plans are made for words (the time objective is not applied to CSR inputs).
 constexpr PlanObjective kObjective = PlanObjective::words;
 
-// Each algorithm's exact words with these inputs, with the tiles and structures it runs with.
-SparseIo flash_words(const HeadShape& head, const Mask& mask, const HeadCosts& costs, Pass pass,
-                     const HeadInputs& inputs) {
+// Each algorithm's exact words (or lines) with these inputs, with the tiles and structures it runs
+// with.
+SparseIo flash_io(const HeadShape& head, const Mask& mask, const HeadCosts& costs, Pass pass,
+                  const HeadInputs& inputs, schedules::IoUnit unit) {
   const auto flash_mask = mask.is_full() ? nullptr : mask.cache().flash(mask, costs.flash_tiles, pass);
-  return schedules::predict_flash_words(head, costs.flash_tiles, flash_mask.get(), pass, inputs);
+  return schedules::predict_flash_with_inputs(head, costs.flash_tiles, flash_mask.get(), pass, inputs, unit);
 }
 
-SparseIo small_cache_words(const HeadShape& head, const Mask& mask, const HeadCosts& costs, const HeadInputs& inputs) {
-  if (mask.is_full()) return schedules::predict_small_cache_words(head, costs.small_cache_tiles, inputs);
-  return schedules::predict_sparse_small_cache_words(head, *mask.cache().small_cache(mask),
-                                                     costs.sparse_small_cache_tiles, inputs);
+SparseIo small_cache_io(const HeadShape& head, const Mask& mask, const HeadCosts& costs, const HeadInputs& inputs,
+                        schedules::IoUnit unit) {
+  if (mask.is_full()) return schedules::predict_small_cache_with_inputs(head, costs.small_cache_tiles, inputs, unit);
+  return schedules::predict_sparse_small_cache_with_inputs(head, *mask.cache().small_cache(mask),
+                                                           costs.sparse_small_cache_tiles, inputs, unit);
 }
 
-// The CSR inputs' words in place of the dense inputs' (the flops stay: the tiles are the same),
-// the time price following the words (plan.hpp: time_rates().word per word).
-void set_words(AlgorithmCost& cost, const SparseIo& words) {
+// The CSR inputs' words and lines in place of the dense inputs' (the flops stay: the tiles are
+// the same), the time price following the words (plan.hpp: time_rates().word per word).
+void set_io(AlgorithmCost& cost, const SparseIo& words, const SparseIo& lines) {
   const int64_t dense_words = cost.total();
   cost.reads = words.total().reads;
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
-  // CSR reads' lines are counted, not predicted (plan.hpp).
-  cost.lines_predicted = false;
-  cost.read_lines = cost.write_lines = 0;
+  cost.lines_predicted = true;
+  cost.read_lines = lines.total().reads;
+  cost.write_lines = lines.total().writes;
   cost.time_price = saturated_price(static_cast<double>(cost.time_price) +
                                                time_rates().word * static_cast<double>(cost.total() - dense_words));
 }
@@ -76,16 +78,24 @@ Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, c
   const HeadShape head = head_shape(shape);
   const HeadCosts costs = head_costs(head, &mask, cache_words, pass, kObjective);
   const HeadInputs in = schedules::head_inputs(inputs);
-  if (plan.flash.feasible) set_words(plan.flash, flash_words(head, mask, costs, pass, in));
-  if (plan.small_cache.feasible) set_words(plan.small_cache, small_cache_words(head, mask, costs, in));
+  using schedules::IoUnit;
+  if (plan.flash.feasible) {
+    set_io(plan.flash, flash_io(head, mask, costs, pass, in, IoUnit::words),
+           flash_io(head, mask, costs, pass, in, IoUnit::lines));
+  }
+  if (plan.small_cache.feasible) {
+    set_io(plan.small_cache, small_cache_io(head, mask, costs, in, IoUnit::words),
+           small_cache_io(head, mask, costs, in, IoUnit::lines));
+  }
   if (requested == Algorithm::automatic) {
     plan.algorithm = choose_algorithm(plan.flash, plan.small_cache, !mask.is_full(), kObjective);
   }
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads;
   plan.writes = chosen.writes;
-  plan.lines_predicted = false;
-  plan.read_lines = plan.write_lines = 0;
+  plan.lines_predicted = chosen.lines_predicted;
+  plan.read_lines = chosen.read_lines;
+  plan.write_lines = chosen.write_lines;
 
   // The sparse bound, whatever the mask: Z_input from the nonzeros, Z_QK the attended pairs.
   plan.masked = true;
@@ -101,9 +111,10 @@ Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, c
   return plan;
 }
 
-// Every head's plan summed: the words (each head's nonzeros and mask give its own), Z_input, Z_QK,
-// the bound and the compulsory words; one algorithm for all heads (the fewer summed words when
-// automatic, as api/head_masks.cpp chooses for dense inputs, here for PlanObjective::words). The
+// Every head's plan summed: the words and lines (each head's nonzeros and mask give its own),
+// Z_input, Z_QK, the bound and the compulsory words; one algorithm for all heads (the fewer summed
+// lines, then words, when automatic, as api/head_masks.cpp chooses for dense inputs, here for
+// PlanObjective::words). The
 // branch, theoretical switch and tiles are the first head's (each head has its own).
 Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mask) {
   Plan plan = heads.front();
@@ -144,8 +155,9 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
   const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   plan.reads = chosen.reads;
   plan.writes = chosen.writes;
-  plan.lines_predicted = false;
-  plan.read_lines = plan.write_lines = 0;
+  plan.lines_predicted = chosen.lines_predicted;
+  plan.read_lines = chosen.read_lines;
+  plan.write_lines = chosen.write_lines;
   update_ratios(plan, flash_total(plan));  // cost_heads = num_heads here
   plan.switch_cache_words = 0;
   plan.switch_searched = false;

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -224,12 +225,16 @@ TEST(SparseInputsHeadMasks, EveryAlgorithmMatchesTheReferenceAndCountsWhatItPred
         EXPECT_EQ(plan.flash.flops, flash_flops);
         EXPECT_EQ(plan.small_cache.flops, small_cache_flops);
         if (algorithm == Algorithm::automatic) {
-          // Each pass chooses once for all heads: the fewer words summed over them.
+          // Each pass chooses once for all heads: the fewer lines summed over them, words breaking
+          // a tie.
+          const auto io = [](const spattn::AlgorithmCost& cost) {
+            return std::make_pair(cost.total_lines(), cost.total());
+          };
           for (const Plan* pass_plan : {&got.forward_plan, &got.backward_plan}) {
             ASSERT_TRUE(pass_plan->flash.feasible && pass_plan->small_cache.feasible);
-            EXPECT_EQ(pass_plan->algorithm, pass_plan->flash.total() <= pass_plan->small_cache.total()
-                                                ? Algorithm::flash
-                                                : Algorithm::small_cache);
+            ASSERT_TRUE(pass_plan->flash.lines_predicted && pass_plan->small_cache.lines_predicted);
+            EXPECT_EQ(pass_plan->algorithm,
+                      io(pass_plan->flash) <= io(pass_plan->small_cache) ? Algorithm::flash : Algorithm::small_cache);
           }
           continue;
         }

@@ -131,7 +131,7 @@ class Case {
     Ledger ledger;
     FastMemory fast(cache_words, &ledger, name(algorithm));
     const HeadInputs inputs = HeadInputs::of(problem);
-    SparseIo predicted;
+    SparseIo predicted, predicted_lines;
     InputTraffic reads;
     if (algorithm == Algorithm::flash) {
       const auto masking = full_ ? FlashMasking::dense : FlashMasking::block_sparse;
@@ -146,7 +146,8 @@ class Case {
         flash_backward(fast, problem, tiles, mask_ptr);
         reads = flash_backward_inputs(shape_, tiles, mask_ptr, inputs);
       }
-      predicted = predict_flash_words(shape_, tiles, mask_ptr, pass, inputs);
+      predicted = predict_flash_with_inputs(shape_, tiles, mask_ptr, pass, inputs);
+      predicted_lines = predict_flash_with_inputs(shape_, tiles, mask_ptr, pass, inputs, IoUnit::lines);
     } else if (full_) {
       const SmallCacheTiles tiles = small_cache_tiles(shape_, cache_words, pass);
       if constexpr (forward) {
@@ -156,7 +157,8 @@ class Case {
         small_cache_backward(fast, problem, tiles);
         reads = small_cache_backward_inputs(shape_, tiles, inputs);
       }
-      predicted = predict_small_cache_words(shape_, tiles, inputs);
+      predicted = predict_small_cache_with_inputs(shape_, tiles, inputs);
+      predicted_lines = predict_small_cache_with_inputs(shape_, tiles, inputs, IoUnit::lines);
     } else {
       const SparseSmallCacheTiles tiles = sparse_small_cache_tiles(shape_, *sparse_mask_, cache_words, pass);
       if constexpr (forward) {
@@ -166,17 +168,25 @@ class Case {
         sparse_small_cache_backward(fast, problem, *sparse_mask_, tiles);
         reads = sparse_small_cache_backward_inputs(shape_, *sparse_mask_, tiles, inputs);
       }
-      predicted = predict_sparse_small_cache_words(shape_, *sparse_mask_, tiles, inputs);
+      predicted = predict_sparse_small_cache_with_inputs(shape_, *sparse_mask_, tiles, inputs);
+      predicted_lines = predict_sparse_small_cache_with_inputs(shape_, *sparse_mask_, tiles, inputs, IoUnit::lines);
     }
     // counted == predicted, value and index words apart, reads and writes apart.
     EXPECT_EQ(ledger.total(WordKind::value).reads, predicted.values.reads);
     EXPECT_EQ(ledger.total(WordKind::value).writes, predicted.values.writes);
     EXPECT_EQ(ledger.total(WordKind::index).reads, predicted.indices.reads);
     EXPECT_EQ(ledger.total(WordKind::index).writes, predicted.indices.writes);
-    // Each input's reads, values and indices (all zero indices for a dense input).
+    // The same in lines of 16 words.
+    EXPECT_EQ(ledger.total_lines(WordKind::value).reads, predicted_lines.values.reads);
+    EXPECT_EQ(ledger.total_lines(WordKind::value).writes, predicted_lines.values.writes);
+    EXPECT_EQ(ledger.total_lines(WordKind::index).reads, predicted_lines.indices.reads);
+    EXPECT_EQ(ledger.total_lines(WordKind::index).writes, predicted_lines.indices.writes);
+    // Each input's reads, values and indices (all zero indices for a dense input), words and lines.
     const auto expect_reads = [&](Operand operand, const spattn::io::CsrTileWords& words) {
       EXPECT_EQ(ledger.traffic(operand, WordKind::value).reads, words.values) << spattn::io::operand_name(operand);
       EXPECT_EQ(ledger.traffic(operand, WordKind::index).reads, words.indices) << spattn::io::operand_name(operand);
+      EXPECT_EQ(ledger.lines(operand, WordKind::value).reads, words.value_lines) << spattn::io::operand_name(operand);
+      EXPECT_EQ(ledger.lines(operand, WordKind::index).reads, words.index_lines) << spattn::io::operand_name(operand);
     };
     expect_reads(Operand::q, reads.q);
     expect_reads(Operand::k, reads.k);

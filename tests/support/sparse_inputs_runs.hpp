@@ -26,6 +26,14 @@ inline void expect_counted_is_predicted(const Plan& plan, const io::Ledger& ledg
   EXPECT_EQ(ledger.writes(), plan.writes);
   const AlgorithmCost& cost = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
   EXPECT_EQ(ledger.total(io::WordKind::index).total(), cost.index_words);
+  // Lines too, wherever the plan predicts them (all but grouped-query attention's dK, dV sums).
+  if (plan.kv_sum_reads == 0) {
+    EXPECT_TRUE(plan.lines_predicted);
+  }
+  if (plan.lines_predicted) {
+    EXPECT_EQ(ledger.total_lines().reads, plan.read_lines);
+    EXPECT_EQ(ledger.total_lines().writes, plan.write_lines);
+  }
 }
 
 // Counted == predicted, and the inputs' index words booked to them (for runs whose Q and K are

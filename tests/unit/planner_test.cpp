@@ -46,7 +46,9 @@ TEST(Planner, AutomaticTakesTheSmallerFeasiblePrediction) {
           // Lines first (both dense schedules predict them), words on a tie.
           ASSERT_TRUE(chosen.lines_predicted && other.lines_predicted);
           EXPECT_LE(chosen.total_lines(), other.total_lines()) << "d " << d << " M " << m;
-          if (chosen.total_lines() == other.total_lines()) EXPECT_LE(chosen.total(), other.total());
+          if (chosen.total_lines() == other.total_lines()) {
+            EXPECT_LE(chosen.total(), other.total());
+          }
         }
         EXPECT_EQ(plan.total(), chosen.total());
       }

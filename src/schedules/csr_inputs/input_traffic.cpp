@@ -40,6 +40,8 @@ CsrTileWords InputOperand::tile(int64_t row0, int64_t rows, int64_t col0, int64_
   if (is_csr_) return io::csr_tile_words(csr_, row0, rows, col0, cols);
   CsrTileWords words;
   words.values = rows * cols;  // a dense tile: every word a value
+  // A dense operand is a row-major array of its head (schedules/common/dense_lines.hpp's layout).
+  words.value_lines = io::tile_lines(cols_, 1, cols_, row0, col0, rows, cols, io::kDefaultLineWords);
   return words;
 }
 
@@ -198,30 +200,34 @@ namespace {
 SparseIo as_sparse_io(const FlashWords& words) { return {words.values, words.indices}; }
 }  // namespace
 
-SparseIo predict_flash_words(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
-                             Pass pass, const HeadInputs& inputs) {
+SparseIo predict_flash_with_inputs(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
+                                   Pass pass, const HeadInputs& inputs, IoUnit unit) {
   const HeadInputs dense = HeadInputs::dense(shape);
-  if (pass == Pass::forward) {
-    return with_inputs(as_sparse_io(predict_flash_forward_words(shape, tiles, mask)),
-                       flash_forward_inputs(shape, tiles, mask, dense),
-                       flash_forward_inputs(shape, tiles, mask, inputs));
-  }
-  return with_inputs(as_sparse_io(predict_flash_backward_words(shape, tiles, mask)),
-                     flash_backward_inputs(shape, tiles, mask, dense),
-                     flash_backward_inputs(shape, tiles, mask, inputs));
+  const bool forward = pass == Pass::forward;
+  const FlashWords prediction =
+      unit == IoUnit::lines
+          ? (forward ? predict_flash_forward_lines(shape, tiles, mask, io::kDefaultLineWords)
+                     : predict_flash_backward_lines(shape, tiles, mask, io::kDefaultLineWords))
+          : (forward ? predict_flash_forward_words(shape, tiles, mask) : predict_flash_backward_words(shape, tiles, mask));
+  const auto reads = [&](const HeadInputs& in) {
+    return forward ? flash_forward_inputs(shape, tiles, mask, in) : flash_backward_inputs(shape, tiles, mask, in);
+  };
+  return with_inputs(as_sparse_io(prediction), reads(dense), reads(inputs), unit);
 }
 
-SparseIo predict_small_cache_words(const HeadShape& shape, const SmallCacheTiles& tiles,
-                                   const HeadInputs& inputs) {
+SparseIo predict_small_cache_with_inputs(const HeadShape& shape, const SmallCacheTiles& tiles,
+                                         const HeadInputs& inputs, IoUnit unit) {
   const HeadInputs dense = HeadInputs::dense(shape);
-  if (tiles.pass == Pass::forward) {
-    return with_inputs({predict_small_cache_forward(shape, tiles), {}},
-                       small_cache_forward_inputs(shape, tiles, dense),
-                       small_cache_forward_inputs(shape, tiles, inputs));
-  }
-  return with_inputs({predict_small_cache_backward(shape, tiles), {}},
-                     small_cache_backward_inputs(shape, tiles, dense),
-                     small_cache_backward_inputs(shape, tiles, inputs));
+  const bool forward = tiles.pass == Pass::forward;
+  const IoCount prediction =
+      unit == IoUnit::lines
+          ? (forward ? predict_small_cache_forward_lines(shape, tiles, io::kDefaultLineWords)
+                     : predict_small_cache_backward_lines(shape, tiles, io::kDefaultLineWords))
+          : (forward ? predict_small_cache_forward(shape, tiles) : predict_small_cache_backward(shape, tiles));
+  const auto reads = [&](const HeadInputs& in) {
+    return forward ? small_cache_forward_inputs(shape, tiles, in) : small_cache_backward_inputs(shape, tiles, in);
+  };
+  return with_inputs({prediction, {}}, reads(dense), reads(inputs), unit);
 }
 
 }  // namespace spattn::schedules

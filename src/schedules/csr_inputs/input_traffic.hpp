@@ -83,23 +83,30 @@ InputTraffic sparse_small_cache_backward_inputs(const HeadShape& shape,
                                                 const SparseSmallCacheTiles& tiles,
                                                 const HeadInputs& inputs);
 
-// A dense-input prediction (value and index words apart) turned into the prediction for inputs
-// whose reads are `inputs`, given the dense inputs' reads `dense` of the same schedule and tiles.
-inline SparseIo with_inputs(SparseIo prediction, const InputTraffic& dense,
-                            const InputTraffic& inputs) {
-  prediction.values.reads += inputs.total().values - dense.total().values;
-  prediction.indices.reads += inputs.total().indices - dense.total().indices;
+// What a prediction counts: words, or lines of io::kDefaultLineWords words (InputOperand::tile's
+// line size; the schedules' line predictions at the same size).
+enum class IoUnit { words, lines };
+
+// A dense-input prediction (values and indices apart, in `unit`) turned into the prediction for
+// inputs whose reads are `inputs`, given the dense inputs' reads `dense` of the same schedule and
+// tiles.
+inline SparseIo with_inputs(SparseIo prediction, const InputTraffic& dense, const InputTraffic& inputs,
+                            IoUnit unit = IoUnit::words) {
+  const io::CsrTileWords in = inputs.total(), out = dense.total();
+  const bool lines = unit == IoUnit::lines;
+  prediction.values.reads += lines ? in.value_lines - out.value_lines : in.values - out.values;
+  prediction.indices.reads += lines ? in.index_lines - out.index_lines : in.indices - out.indices;
   return prediction;
 }
 
-// Every schedule's exact words with these inputs (values and indices apart): its own dense-input
-// prediction through with_inputs. mask == nullptr for flash is dense flash.
-SparseIo predict_flash_words(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
-                             Pass pass, const HeadInputs& inputs);
-SparseIo predict_small_cache_words(const HeadShape& shape, const SmallCacheTiles& tiles,
-                                   const HeadInputs& inputs);
-SparseIo predict_sparse_small_cache_words(const HeadShape& shape, const SparseSmallCacheMask& mask,
-                                          const SparseSmallCacheTiles& tiles,
-                                          const HeadInputs& inputs);
+// Every schedule's exact words (or lines) with these inputs, values and indices apart: its own
+// dense-input prediction through with_inputs. mask == nullptr for flash is dense flash.
+SparseIo predict_flash_with_inputs(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
+                                   Pass pass, const HeadInputs& inputs, IoUnit unit = IoUnit::words);
+SparseIo predict_small_cache_with_inputs(const HeadShape& shape, const SmallCacheTiles& tiles,
+                                         const HeadInputs& inputs, IoUnit unit = IoUnit::words);
+SparseIo predict_sparse_small_cache_with_inputs(const HeadShape& shape, const SparseSmallCacheMask& mask,
+                                                const SparseSmallCacheTiles& tiles, const HeadInputs& inputs,
+                                                IoUnit unit = IoUnit::words);
 
 }  // namespace spattn::schedules

@@ -17,6 +17,8 @@ inline InputTraffic& operator+=(InputTraffic& a, const InputTraffic& b) {
 inline io::CsrTileWords scaled(io::CsrTileWords words, int64_t times) {
   words.values *= times;
   words.indices *= times;
+  words.value_lines *= times;
+  words.index_lines *= times;
   return words;
 }
 
