@@ -29,8 +29,9 @@ struct Loaded {
   Ledger ledger;
   std::vector<float> tile;
 };
-Loaded load(const SlowMatrix<const float>& m, int64_t row0, int64_t col0, int64_t rows, int64_t cols) {
-  Loaded out;
+Loaded load(const SlowMatrix<const float>& m, int64_t row0, int64_t col0, int64_t rows, int64_t cols,
+            int64_t line_words = kDefaultLineWords) {
+  Loaded out{Ledger(line_words), {}};
   FastMemory fast(1000, &out.ledger, "io_csr_test");
   auto tile = fast.allocate<float>(rows * cols, "tile");
   for (int64_t i = 0; i < rows * cols; ++i) tile[i] = -99.0f;  // stale words must be cleared
@@ -99,7 +100,8 @@ TEST(CsrLoad, EmptyTilesMoveNothing) {
 }
 
 // Every tile of a random 9 x 13 matrix (a third of the entries, rows 0 and 4 empty), both
-// orientations: the loaded tile is the dense tile, and the count is csr_tile_words.
+// orientations: the loaded tile is the dense tile, and the count is csr_tile_words, in words and
+// in lines of 1, 3 and 16 words (lines of 1 word are words).
 TEST(CsrLoad, EveryTileMatchesTheFormulaAndTheDenseTile) {
   auto input = spattn::testing::sparse_input(9, 13, 0.35, 21, 4);
   for (int64_t c = 0; c < 13; ++c) input.dense[static_cast<size_t>(c)] = 0.0f;
@@ -122,6 +124,18 @@ TEST(CsrLoad, EveryTileMatchesTheFormulaAndTheDenseTile) {
           const Loaded got_t = load(csr.transposed(), col0, row0, cols, rows);
           ASSERT_EQ(got_t.tile, load(dense.transposed(), col0, row0, cols, rows).tile);
           ASSERT_EQ(got_t.ledger.traffic(Operand::k, WordKind::index).reads, words.indices);
+          for (int64_t line : {1, 3, 16}) {
+            const CsrTileWords lines = csr_tile_words(view, row0, rows, col0, cols, line);
+            const Loaded counted = load(csr, row0, col0, rows, cols, line);
+            ASSERT_EQ(counted.ledger.lines(Operand::k, WordKind::value).reads, lines.value_lines) << "L " << line;
+            ASSERT_EQ(counted.ledger.lines(Operand::k, WordKind::index).reads, lines.index_lines) << "L " << line;
+            const Loaded counted_t = load(csr.transposed(), col0, row0, cols, rows, line);
+            ASSERT_EQ(counted_t.ledger.lines(Operand::k, WordKind::index).reads, lines.index_lines) << "L " << line;
+            if (line == 1) {
+              ASSERT_EQ(lines.value_lines, words.values);
+              ASSERT_LE(lines.index_lines, words.indices);  // a probe and the scan may read a word twice
+            }
+          }
           ++tiles;
         }
       }
