@@ -26,31 +26,31 @@ using schedules::SparseIo;
 // The CSR-input plans are made for words (the time objective is not applied to CSR inputs).
 constexpr PlanObjective kObjective = PlanObjective::words;
 
-// Each algorithm's exact words (or lines) with these inputs, with the tiles and structures it runs
-// with.
-SparseIo flash_io(const HeadShape& head, const Mask& mask, const HeadCosts& costs, Pass pass,
-                  const HeadInputs& inputs, schedules::IoUnit unit) {
+// Each algorithm's exact words and lines with these inputs, with the tiles and structures it
+// runs with.
+schedules::InputIo flash_io(const HeadShape& head, const Mask& mask, const HeadCosts& costs, Pass pass,
+                            const HeadInputs& inputs) {
   const auto flash_mask = mask.is_full() ? nullptr : mask.cache().flash(mask, costs.flash_tiles, pass);
-  return schedules::predict_flash_with_inputs(head, costs.flash_tiles, flash_mask.get(), pass, inputs, unit);
+  return schedules::predict_flash_with_inputs(head, costs.flash_tiles, flash_mask.get(), pass, inputs);
 }
 
-SparseIo small_cache_io(const HeadShape& head, const Mask& mask, const HeadCosts& costs, const HeadInputs& inputs,
-                        schedules::IoUnit unit) {
-  if (mask.is_full()) return schedules::predict_small_cache_with_inputs(head, costs.small_cache_tiles, inputs, unit);
+schedules::InputIo small_cache_io(const HeadShape& head, const Mask& mask, const HeadCosts& costs,
+                                  const HeadInputs& inputs) {
+  if (mask.is_full()) return schedules::predict_small_cache_with_inputs(head, costs.small_cache_tiles, inputs);
   return schedules::predict_sparse_small_cache_with_inputs(head, *mask.cache().small_cache(mask),
-                                                           costs.sparse_small_cache_tiles, inputs, unit);
+                                                           costs.sparse_small_cache_tiles, inputs);
 }
 
 // The CSR inputs' words and lines in place of the dense inputs' (the flops stay: the tiles are
 // the same), the time price following the words (plan.hpp: time_rates().word per word).
-void set_io(AlgorithmCost& cost, const SparseIo& words, const SparseIo& lines) {
+void set_io(AlgorithmCost& cost, const schedules::InputIo& io) {
   const int64_t dense_words = cost.total();
-  cost.reads = words.total().reads;
-  cost.writes = words.total().writes;
-  cost.index_words = words.indices.total();
+  cost.reads = io.words.total().reads;
+  cost.writes = io.words.total().writes;
+  cost.index_words = io.words.indices.total();
   cost.lines_predicted = true;
-  cost.read_lines = lines.total().reads;
-  cost.write_lines = lines.total().writes;
+  cost.read_lines = io.lines.total().reads;
+  cost.write_lines = io.lines.total().writes;
   cost.time_price = saturated_price(static_cast<double>(cost.time_price) +
                                                time_rates().word * static_cast<double>(cost.total() - dense_words));
 }
@@ -78,15 +78,8 @@ Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, c
   const HeadShape head = head_shape(shape);
   const HeadCosts costs = head_costs(head, &mask, cache_words, pass, kObjective);
   const HeadInputs in = schedules::head_inputs(inputs);
-  using schedules::IoUnit;
-  if (plan.flash.feasible) {
-    set_io(plan.flash, flash_io(head, mask, costs, pass, in, IoUnit::words),
-           flash_io(head, mask, costs, pass, in, IoUnit::lines));
-  }
-  if (plan.small_cache.feasible) {
-    set_io(plan.small_cache, small_cache_io(head, mask, costs, in, IoUnit::words),
-           small_cache_io(head, mask, costs, in, IoUnit::lines));
-  }
+  if (plan.flash.feasible) set_io(plan.flash, flash_io(head, mask, costs, pass, in));
+  if (plan.small_cache.feasible) set_io(plan.small_cache, small_cache_io(head, mask, costs, in));
   if (requested == Algorithm::automatic) {
     plan.algorithm = choose_algorithm(plan.flash, plan.small_cache, !mask.is_full(), kObjective);
   }

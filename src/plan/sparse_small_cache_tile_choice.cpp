@@ -153,8 +153,8 @@ SparseSmallCacheTiles sparse_small_cache_tiles(const HeadShape& shape, const Spa
   tiles.line_words = line_words;
   // For the I/O, half of M when lines are counted, as the dense small_cache's tiles
   // (docs/io_model.md, "Headroom"): every move is a copy whose source lines pass through the
-  // cache beside the tiles. Never below the minimum. The time objective's tiles take all of M
-  // (half of it ran 1.5x to 2x slower: fewer rows per block).
+  // cache beside the tiles. Never below the minimum. The time objective's tiles take all of M:
+  // half of it means fewer rows per block, and more B rows re-read.
   const bool headroom = line_words > 1 && objective == PlanObjective::words;
   const int64_t budget = headroom ? std::max(minimum, cache_words / 2) : cache_words;
   for (Sweep sweep : sweeps_of(pass)) {

@@ -13,9 +13,9 @@ namespace spattn::schedules {
 
 // Chooses each sweep's tiles for fast memory of `cache_words` words: for every chunk width that
 // gives a distinct number of chunks (about 2 sqrt(d) widths; with line_words > 1 also every
-// whole-line chunk) and each run (the powers of two dividing line_words), three row blocks (the largest that fits, as many evenly sized, the
-// largest power of two below), each priced by the exact prediction (walking the mask: O(nnz +
-// rows) per row block size, memoized).
+// whole-line chunk) and each run (the powers of two dividing line_words), three row blocks (the
+// largest that fits, as many evenly sized, the largest power of two below), each priced by the
+// exact prediction (walking the mask: O(nnz + rows) per row block size, memoized).
 //   objective words: the fewest lines of line_words words, then the fewest words (line_words = 1:
 //     the fewest words), in M / 2 when line_words > 1 (docs/io_model.md, "Headroom"); the column
 //     window takes the memory left (it changes no count, only how often the rows are scanned:

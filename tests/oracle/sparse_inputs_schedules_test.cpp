@@ -131,7 +131,7 @@ class Case {
     Ledger ledger;
     FastMemory fast(cache_words, &ledger, name(algorithm));
     const HeadInputs inputs = HeadInputs::of(problem);
-    SparseIo predicted, predicted_lines;
+    InputIo io;
     InputTraffic reads;
     if (algorithm == Algorithm::flash) {
       const auto masking = full_ ? FlashMasking::dense : FlashMasking::block_sparse;
@@ -146,8 +146,7 @@ class Case {
         flash_backward(fast, problem, tiles, mask_ptr);
         reads = flash_backward_inputs(shape_, tiles, mask_ptr, inputs);
       }
-      predicted = predict_flash_with_inputs(shape_, tiles, mask_ptr, pass, inputs);
-      predicted_lines = predict_flash_with_inputs(shape_, tiles, mask_ptr, pass, inputs, IoUnit::lines);
+      io = predict_flash_with_inputs(shape_, tiles, mask_ptr, pass, inputs);
     } else if (full_) {
       const SmallCacheTiles tiles = small_cache_tiles(shape_, cache_words, pass);
       if constexpr (forward) {
@@ -157,8 +156,7 @@ class Case {
         small_cache_backward(fast, problem, tiles);
         reads = small_cache_backward_inputs(shape_, tiles, inputs);
       }
-      predicted = predict_small_cache_with_inputs(shape_, tiles, inputs);
-      predicted_lines = predict_small_cache_with_inputs(shape_, tiles, inputs, IoUnit::lines);
+      io = predict_small_cache_with_inputs(shape_, tiles, inputs);
     } else {
       const SparseSmallCacheTiles tiles = sparse_small_cache_tiles(shape_, *sparse_mask_, cache_words, pass);
       if constexpr (forward) {
@@ -168,9 +166,10 @@ class Case {
         sparse_small_cache_backward(fast, problem, *sparse_mask_, tiles);
         reads = sparse_small_cache_backward_inputs(shape_, *sparse_mask_, tiles, inputs);
       }
-      predicted = predict_sparse_small_cache_with_inputs(shape_, *sparse_mask_, tiles, inputs);
-      predicted_lines = predict_sparse_small_cache_with_inputs(shape_, *sparse_mask_, tiles, inputs, IoUnit::lines);
+      io = predict_sparse_small_cache_with_inputs(shape_, *sparse_mask_, tiles, inputs);
     }
+    const SparseIo& predicted = io.words;
+    const SparseIo& predicted_lines = io.lines;
     // counted == predicted, value and index words apart, reads and writes apart.
     EXPECT_EQ(ledger.total(WordKind::value).reads, predicted.values.reads);
     EXPECT_EQ(ledger.total(WordKind::value).writes, predicted.values.writes);

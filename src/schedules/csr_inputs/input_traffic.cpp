@@ -200,34 +200,34 @@ namespace {
 SparseIo as_sparse_io(const FlashWords& words) { return {words.values, words.indices}; }
 }  // namespace
 
-SparseIo predict_flash_with_inputs(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
-                                   Pass pass, const HeadInputs& inputs, IoUnit unit) {
-  const HeadInputs dense = HeadInputs::dense(shape);
+InputIo predict_flash_with_inputs(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
+                                  Pass pass, const HeadInputs& inputs) {
   const bool forward = pass == Pass::forward;
-  const FlashWords prediction =
-      unit == IoUnit::lines
-          ? (forward ? predict_flash_forward_lines(shape, tiles, mask, io::kDefaultLineWords)
-                     : predict_flash_backward_lines(shape, tiles, mask, io::kDefaultLineWords))
-          : (forward ? predict_flash_forward_words(shape, tiles, mask) : predict_flash_backward_words(shape, tiles, mask));
+  const int64_t line = io::kDefaultLineWords;
+  const InputIo prediction{
+      as_sparse_io(forward ? predict_flash_forward_words(shape, tiles, mask)
+                           : predict_flash_backward_words(shape, tiles, mask)),
+      as_sparse_io(forward ? predict_flash_forward_lines(shape, tiles, mask, line)
+                           : predict_flash_backward_lines(shape, tiles, mask, line))};
   const auto reads = [&](const HeadInputs& in) {
     return forward ? flash_forward_inputs(shape, tiles, mask, in) : flash_backward_inputs(shape, tiles, mask, in);
   };
-  return with_inputs(as_sparse_io(prediction), reads(dense), reads(inputs), unit);
+  return with_inputs(prediction, reads(HeadInputs::dense(shape)), reads(inputs));
 }
 
-SparseIo predict_small_cache_with_inputs(const HeadShape& shape, const SmallCacheTiles& tiles,
-                                         const HeadInputs& inputs, IoUnit unit) {
-  const HeadInputs dense = HeadInputs::dense(shape);
+InputIo predict_small_cache_with_inputs(const HeadShape& shape, const SmallCacheTiles& tiles,
+                                        const HeadInputs& inputs) {
   const bool forward = tiles.pass == Pass::forward;
-  const IoCount prediction =
-      unit == IoUnit::lines
-          ? (forward ? predict_small_cache_forward_lines(shape, tiles, io::kDefaultLineWords)
-                     : predict_small_cache_backward_lines(shape, tiles, io::kDefaultLineWords))
-          : (forward ? predict_small_cache_forward(shape, tiles) : predict_small_cache_backward(shape, tiles));
+  const int64_t line = io::kDefaultLineWords;
+  const InputIo prediction{
+      {forward ? predict_small_cache_forward(shape, tiles) : predict_small_cache_backward(shape, tiles), {}},
+      {forward ? predict_small_cache_forward_lines(shape, tiles, line)
+               : predict_small_cache_backward_lines(shape, tiles, line),
+       {}}};
   const auto reads = [&](const HeadInputs& in) {
     return forward ? small_cache_forward_inputs(shape, tiles, in) : small_cache_backward_inputs(shape, tiles, in);
   };
-  return with_inputs({prediction, {}}, reads(dense), reads(inputs), unit);
+  return with_inputs(prediction, reads(HeadInputs::dense(shape)), reads(inputs));
 }
 
 }  // namespace spattn::schedules

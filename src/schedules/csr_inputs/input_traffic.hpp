@@ -83,30 +83,32 @@ InputTraffic sparse_small_cache_backward_inputs(const HeadShape& shape,
                                                 const SparseSmallCacheTiles& tiles,
                                                 const HeadInputs& inputs);
 
-// What a prediction counts: words, or lines of io::kDefaultLineWords words (InputOperand::tile's
-// line size; the schedules' line predictions at the same size).
-enum class IoUnit { words, lines };
+// A prediction in words and in lines of io::kDefaultLineWords words (InputOperand::tile's line
+// size), values and indices apart.
+struct InputIo {
+  SparseIo words;
+  SparseIo lines;
+};
 
-// A dense-input prediction (values and indices apart, in `unit`) turned into the prediction for
-// inputs whose reads are `inputs`, given the dense inputs' reads `dense` of the same schedule and
-// tiles.
-inline SparseIo with_inputs(SparseIo prediction, const InputTraffic& dense, const InputTraffic& inputs,
-                            IoUnit unit = IoUnit::words) {
+// A dense-input prediction turned into the prediction for inputs whose reads are `inputs`, given
+// the dense inputs' reads `dense` of the same schedule and tiles: the dense inputs' reads out,
+// these inputs' in, in words and in lines (the inputs are walked once for both).
+inline InputIo with_inputs(InputIo prediction, const InputTraffic& dense, const InputTraffic& inputs) {
   const io::CsrTileWords in = inputs.total(), out = dense.total();
-  const bool lines = unit == IoUnit::lines;
-  prediction.values.reads += lines ? in.value_lines - out.value_lines : in.values - out.values;
-  prediction.indices.reads += lines ? in.index_lines - out.index_lines : in.indices - out.indices;
+  prediction.words.values.reads += in.values - out.values;
+  prediction.words.indices.reads += in.indices - out.indices;
+  prediction.lines.values.reads += in.value_lines - out.value_lines;
+  prediction.lines.indices.reads += in.index_lines - out.index_lines;
   return prediction;
 }
 
-// Every schedule's exact words (or lines) with these inputs, values and indices apart: its own
-// dense-input prediction through with_inputs. mask == nullptr for flash is dense flash.
-SparseIo predict_flash_with_inputs(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
-                                   Pass pass, const HeadInputs& inputs, IoUnit unit = IoUnit::words);
-SparseIo predict_small_cache_with_inputs(const HeadShape& shape, const SmallCacheTiles& tiles,
-                                         const HeadInputs& inputs, IoUnit unit = IoUnit::words);
-SparseIo predict_sparse_small_cache_with_inputs(const HeadShape& shape, const SparseSmallCacheMask& mask,
-                                                const SparseSmallCacheTiles& tiles, const HeadInputs& inputs,
-                                                IoUnit unit = IoUnit::words);
+// Every schedule's exact words and lines with these inputs: its own dense-input predictions
+// through with_inputs. mask == nullptr for flash is dense flash.
+InputIo predict_flash_with_inputs(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
+                                  Pass pass, const HeadInputs& inputs);
+InputIo predict_small_cache_with_inputs(const HeadShape& shape, const SmallCacheTiles& tiles,
+                                        const HeadInputs& inputs);
+InputIo predict_sparse_small_cache_with_inputs(const HeadShape& shape, const SparseSmallCacheMask& mask,
+                                               const SparseSmallCacheTiles& tiles, const HeadInputs& inputs);
 
 }  // namespace spattn::schedules

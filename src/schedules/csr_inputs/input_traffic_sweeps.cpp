@@ -100,25 +100,19 @@ InputTraffic sparse_small_cache_backward_inputs(const HeadShape& shape,
   return sum;
 }
 
-SparseIo predict_sparse_small_cache_with_inputs(const HeadShape& shape, const SparseSmallCacheMask& mask,
-                                                const SparseSmallCacheTiles& tiles, const HeadInputs& inputs,
-                                                IoUnit unit) {
-  const HeadInputs dense = HeadInputs::dense(shape);
+InputIo predict_sparse_small_cache_with_inputs(const HeadShape& shape, const SparseSmallCacheMask& mask,
+                                               const SparseSmallCacheTiles& tiles, const HeadInputs& inputs) {
   const bool forward = tiles.pass == Pass::forward;
-  SparseIo prediction;
-  if (unit == IoUnit::lines) {
-    const SparseMaskCounts counts = sparse_small_cache_detail::counts_of(mask);
-    prediction = forward ? predict_sparse_small_cache_forward_lines(shape, counts, tiles)
-                         : predict_sparse_small_cache_backward_lines(shape, counts, tiles);
-  } else {
-    prediction = forward ? predict_sparse_small_cache_forward(shape, mask, tiles)
-                         : predict_sparse_small_cache_backward(shape, mask, tiles);
-  }
+  const SparseMaskCounts counts = sparse_small_cache_detail::counts_of(mask);
+  const InputIo prediction{forward ? predict_sparse_small_cache_forward(shape, mask, tiles)
+                                   : predict_sparse_small_cache_backward(shape, mask, tiles),
+                           forward ? predict_sparse_small_cache_forward_lines(shape, counts, tiles)
+                                   : predict_sparse_small_cache_backward_lines(shape, counts, tiles)};
   const auto reads = [&](const HeadInputs& in) {
     return forward ? sparse_small_cache_forward_inputs(shape, mask, tiles, in)
                    : sparse_small_cache_backward_inputs(shape, mask, tiles, in);
   };
-  return with_inputs(prediction, reads(dense), reads(inputs), unit);
+  return with_inputs(prediction, reads(HeadInputs::dense(shape)), reads(inputs));
 }
 
 }  // namespace spattn::schedules

@@ -87,18 +87,14 @@ class BlockWalker {
   // Words of a buffer holding one run per row of the block: a run of one word is used as soon as
   // it is moved, so one word serves every row.
   static int64_t run_buffer_words(int64_t block_rows, int64_t run) { return run > 1 ? block_rows * run : 1; }
-  // Where entry `position` of row r sits in a buffer of value runs, and of index runs. kRuns:
-  // run > 1 (a compile-time choice of the sweeps, so that the one-word path stays plain).
+  // Where entry `position` of row r sits in a buffer of value runs (kRuns: run > 1, a compile-time
+  // choice of the sweeps, so that the one-word path stays plain), and of index runs (run > 1).
   template <bool kRuns>
   int64_t run_slot(int64_t r, int64_t position) const {
     if constexpr (kRuns) return r * run_ + (position & run_mask_);
     return 0;
   }
-  template <bool kRuns>
-  int64_t index_slot(int64_t r, int64_t position) const {
-    if constexpr (kRuns) return r * index_run_ + (position & index_mask_);
-    return 0;
-  }
+  int64_t index_slot(int64_t r, int64_t position) const { return r * index_run_ + (position & index_mask_); }
   bool runs() const { return run_ > 1; }
 
   // Loads the row pointers of rows [row0, row0 + rows): rows + 1 index words.
@@ -205,15 +201,11 @@ class BlockWalker {
   template <typename Entry, typename Runs>
   void visit_in_runs(io::FastMemory& fast, int64_t r, int64_t slot, int64_t at, Entry& entry, Runs& runs) {
     const int64_t row_end = bounds_[r + 1];
-    if (s_.transposed && (at == bounds_[r] || (at & index_mask_) == 0)) {
-      const int64_t end = std::min(row_end, (at & ~index_mask_) + index_run_);
-      fast.load_run(io::Operand::mask, s_.position, at, end - at, positions_, index_slot<true>(r, at),
-                    io::WordKind::index);
-    }
+    if (s_.transposed) load_index_run(fast, s_.position, positions_, r, at);
     // The value run holding `at`: [max(row start, at rounded down), min(row end, that + run)).
     const int64_t aligned = at & ~run_mask_;
     if (at == bounds_[r] || at == aligned) runs.begin_run(r, at, std::min(row_end, aligned + run_));
-    entry(r, slot, s_.transposed ? positions_[index_slot<true>(r, at)] : at);
+    entry(r, slot, s_.transposed ? positions_[index_slot(r, at)] : at);
     if (at + 1 == row_end || ((at + 1) & run_mask_) == 0) runs.end_run(r, std::max(bounds_[r], aligned), at + 1);
   }
 
@@ -284,13 +276,18 @@ class BlockWalker {
     } else if constexpr (!kRuns) {
       fast.load_word(io::Operand::mask, s_.idx, at, 0, next_, r, io::WordKind::index);
     } else {
-      if (at == bounds_[r] || (at & index_mask_) == 0) {
-        const int64_t end = std::min(bounds_[r + 1], (at & ~index_mask_) + index_run_);
-        fast.load_run(io::Operand::mask, s_.idx, at, end - at, index_runs_, index_slot<true>(r, at),
-                      io::WordKind::index);
-      }
-      next_[r] = index_runs_[index_slot<true>(r, at)];
+      load_index_run(fast, s_.idx, index_runs_, r, at);
+      next_[r] = index_runs_[index_slot(r, at)];
     }
+  }
+
+  // With runs: the index run of `from` (row r's part of an index array) that starts at `at`, loaded
+  // whole into `buffer` when one starts there (the row's first entry, or a multiple of index_run_).
+  void load_index_run(io::FastMemory& fast, const SlowMatrix<const int64_t>& from, io::FastBuffer<int64_t>& buffer,
+                      int64_t r, int64_t at) {
+    if (at != bounds_[r] && (at & index_mask_) != 0) return;
+    const int64_t end = std::min(bounds_[r + 1], (at & ~index_mask_) + index_run_);
+    fast.load_run(io::Operand::mask, from, at, end - at, buffer, index_slot(r, at), io::WordKind::index);
   }
 
   void push(int64_t key) {
