@@ -66,7 +66,9 @@ SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseM
     const int64_t run_per_row = run > 1 ? run_words_per_row(traits, run) : 0;
     const int64_t per_row = chunk + kRowIndexWords + traits.row_words + run_per_row;
     const int64_t one_word_runs = run > 1 ? 0 : traits.entry_runs;
-    const int64_t fixed_words = 1 + one_word_runs + (traits.transposed ? 1 : 0);
+    const int64_t fixed_words = 1 + one_word_runs + (traits.transposed ? gather_words(run) : 0);
+    // A transposed sweep gathering pieces walks 1-column windows (sparse_small_cache.hpp).
+    const bool one_column = traits.transposed && run > 1;
     if (cache_words < fixed_words + window * (chunk + 1) + per_row) return;
     const int64_t largest = std::min((cache_words - fixed_words - window * (chunk + 1)) / per_row, rows);
     int64_t power = 1;
@@ -76,7 +78,8 @@ SparseSweepTiles choose_sweep(Sweep sweep, const HeadShape& shape, const SparseM
       tiles.chunk = chunk;
       tiles.run = run;
       tiles.block_rows = block_rows;
-      tiles.block_cols = std::min((cache_words - fixed_words - block_rows * per_row) / (chunk + 1), cols);
+      tiles.block_cols =
+          one_column ? 1 : std::min((cache_words - fixed_words - block_rows * per_row) / (chunk + 1), cols);
       const SweepPrice price = sweep_price(sweep, shape, mask, tiles,
                                            touched_of(mask, traits.transposed, block_rows), objective, line_words);
       // On a tie: words keeps the larger block (its choice since the start), time the smaller

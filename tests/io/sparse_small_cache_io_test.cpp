@@ -70,6 +70,9 @@ void expect_equal_lines(const Ledger& ledger, const SparseIo& predicted) {
   expect_equal_kinds(ledger.total_lines(WordKind::value), ledger.total_lines(WordKind::index), predicted);
 }
 
+// Backward runs whose dK or dV sweep gathered its values in pieces of more than one word.
+int64_t gathered_in_pieces = 0;
+
 // Runs forward and backward counted at fast memory M and checks every count against the
 // prediction, in total and per operand, words and lines.
 void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int64_t cache_words) {
@@ -115,6 +118,11 @@ void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int6
   expect_equal_lines(backward, predict_sparse_small_cache_backward_lines(shape, counts_of(mask), backward_tiles));
   EXPECT_EQ(backward.peak_resident(), sparse_small_cache_fast_words(backward_tiles));
   EXPECT_LE(backward.peak_resident(), cache_words);
+  // Gathering in pieces, the transposed sweeps walk 1-column windows (their positions in CSR order).
+  for (const SparseSweepTiles* gathering : {&backward_tiles.dk, &backward_tiles.dv}) {
+    if (gathering->run > 1) EXPECT_EQ(gathering->block_cols, 1);
+  }
+  if (backward_tiles.dk.run > 1 || backward_tiles.dv.run > 1) ++gathered_in_pieces;
   const int64_t prob_chunks = std::max<int64_t>(1, ceil_div(d, backward_tiles.probs.chunk));
   const int64_t grad_chunks = std::max<int64_t>(1, ceil_div(e, backward_tiles.d_scores.chunk));
   EXPECT_EQ(writes(backward, Operand::s), (prob_chunks - 1) * nnz);  // partial sums of S
@@ -183,6 +191,7 @@ TEST(SparseSmallCacheIo, CountedEqualsPredictedOverThePatternLibrary) {
       check_counts(HeadShape{n, n, 16, 16}, mask, cache_words);
     }
   }
+  EXPECT_GT(gathered_in_pieces, 0);  // the tiles for lines gather dS and P in pieces
 }
 
 TEST(SparseSmallCacheIo, CountedEqualsPredictedOnStructuredRandomAndEdgeMasks) {

@@ -30,6 +30,26 @@ TEST(SparseMaskCounts, HandCountedMask) {
   EXPECT_EQ(counts.touched_queries(4), 1 + 0 + 1);
 }
 
+TEST(SparseMaskCounts, GathersHandCounted) {
+  // The same mask: CSR positions 0 (0, 0), 1 (0, 1), 2 (0, 3), 3 (2, 2), 4 (2, 3). A key block's
+  // positions in order, one load per piece of `run` positions (cut at multiples of run) that holds
+  // one, the piece's words clipped at nnz = 5.
+  const std::vector<int64_t> row_ptr = {0, 3, 3, 5}, col_idx = {0, 1, 3, 2, 3};
+  const SparseMaskCounts counts({3, 4, row_ptr.data(), col_idx.data()});
+  const auto expect = [&](int64_t block_keys, int64_t run, int64_t loads, int64_t words) {
+    const SparseMaskCounts::Gathers gathers = counts.gathers(block_keys, run);
+    EXPECT_EQ(gathers.loads, loads) << block_keys << " keys, run " << run;
+    EXPECT_EQ(gathers.words, words) << block_keys << " keys, run " << run;
+  };
+  expect(1, 1, 5, 5);                  // every value alone
+  expect(3, 1, 5, 5);
+  expect(2, 2, 1 + 2, 2 + (2 + 1));    // keys {0, 1}: {0, 1}; {2, 3}: {2, 3}, {4}
+  expect(4, 4, 2, 4 + 1);              // one block: {0..3}, {4}
+  expect(2, 4, 1 + 2, 4 + (4 + 1));    // keys {0, 1}: {0..3}; {2, 3}: {0..3}, {4}
+  expect(1, 4, 1 + 1 + 1 + 2, 4 * 4 + 1);  // key 3 holds positions 2 and 4
+  expect(2, 4, 3, 9);                  // remembered: the same again
+}
+
 TEST(SparseMaskCounts, EqualThePreparedMasksCountsForEveryBlockSize) {
   const std::vector<std::string> specs = {
       "causal", "sliding_window:w=7", "documents:lengths=30/0/40/27,causal=1", "bigbird:block=8,w=1,g=1,r=2,seed=3",

@@ -45,16 +45,16 @@ SparseMaskCounts::SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>
   }
 }
 
-template <typename Count>
-int64_t SparseMaskCounts::remembered(std::map<int64_t, int64_t>& memo, int64_t block, Count&& count) const {
+template <typename Key, typename Value, typename Count>
+Value SparseMaskCounts::remembered(std::map<Key, Value>& memo, Key key, Count&& count) const {
   {
     std::lock_guard<std::mutex> lock(memo_mutex_);
-    const auto found = memo.find(block);
+    const auto found = memo.find(key);
     if (found != memo.end()) return found->second;
   }
-  const int64_t value = count(block);  // (a race counts the same block twice, with the same result)
+  const Value value = count(key);  // (a race counts the same key twice, with the same result)
   std::lock_guard<std::mutex> lock(memo_mutex_);
-  memo.emplace(block, value);
+  memo.emplace(key, value);
   return value;
 }
 
@@ -97,6 +97,30 @@ int64_t SparseMaskCounts::entry_runs(int64_t run, bool transposed) const {
     for (int64_t j = 0; j < n; ++j) col_ptr[static_cast<size_t>(j + 1)] += col_ptr[static_cast<size_t>(j)];
     return runs_of(col_ptr.data(), n, r);
   });
+}
+
+SparseMaskCounts::Gathers SparseMaskCounts::gathers(int64_t block_keys, int64_t run) const {
+  const std::pair<int64_t, int64_t> key{std::max<int64_t>(block_keys, 1), std::max<int64_t>(run, 1)};
+  if (key.second == 1) return {nnz_, nnz_};
+  return remembered(gathers_memo_, key,
+                    [this](const std::pair<int64_t, int64_t>& k) { return count_gathers(k.first, k.second); });
+}
+
+// last[b] = the last piece key block b loaded; a block's positions come in increasing order.
+SparseMaskCounts::Gathers SparseMaskCounts::count_gathers(int64_t block_keys, int64_t run) const {
+  const int64_t blocks = (std::max<int64_t>(csr_.num_cols, 0) + block_keys - 1) / block_keys;
+  std::vector<int64_t> last(static_cast<size_t>(blocks), -1);
+  Gathers gathers;
+  for (int64_t p = 0; p < nnz_; ++p) {
+    int64_t& held = last[static_cast<size_t>(csr_.col_idx[p] / block_keys)];
+    const int64_t piece = p / run;
+    if (held != piece) {
+      held = piece;
+      ++gathers.loads;
+      gathers.words += std::min((piece + 1) * run, nnz_) - piece * run;
+    }
+  }
+  return gathers;
 }
 
 int64_t SparseMaskCounts::count_touched_keys(int64_t block_rows) const {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace spattn::schedules {
@@ -47,18 +48,32 @@ class SparseMaskCounts {
   // Remembered like the touched counts; O(seqlen_q), transposed O(nnz + seqlen_k).
   int64_t entry_runs(int64_t run, bool transposed) const;
 
+  // What the transposed sweeps (dK, dV) gather from a value array in CSR order: over blocks of
+  // `block_keys` consecutive keys, the pieces of `run` positions (cut at multiples of run) that
+  // hold a block's entries, each loaded whole once per walk (the walk meets a block's entries in
+  // CSR order: query by query, then key by key), and the words they carry (a piece is clipped at
+  // nnz). {nnz, nnz} when run = 1. Remembered like the touched counts; O(nnz + seqlen_k /
+  // block_keys).
+  struct Gathers {
+    int64_t loads = 0;
+    int64_t words = 0;
+  };
+  Gathers gathers(int64_t block_keys, int64_t run) const;
+
  private:
   int64_t count_touched_keys(int64_t block_rows) const;
   int64_t count_touched_queries(int64_t block_cols) const;
   int64_t touched_keys_by_entries(int64_t block_rows) const;
   int64_t touched_keys_by_runs(int64_t block_rows) const;
   // get(block) from memo, computing it with count(block) outside the lock the first time.
-  template <typename Count>
-  int64_t remembered(std::map<int64_t, int64_t>& memo, int64_t block, Count&& count) const;
+  template <typename Key, typename Value, typename Count>
+  Value remembered(std::map<Key, Value>& memo, Key key, Count&& count) const;
+  Gathers count_gathers(int64_t block_keys, int64_t run) const;
 
   mutable std::mutex memo_mutex_;
   mutable std::map<int64_t, int64_t> touched_keys_memo_, touched_queries_memo_;
   mutable std::map<int64_t, int64_t> row_runs_memo_, key_runs_memo_;
+  mutable std::map<std::pair<int64_t, int64_t>, Gathers> gathers_memo_;
 
   sparse_formats::CsrPatternView<int64_t> csr_;
   int64_t nnz_ = 0;

@@ -34,7 +34,8 @@
 //                                       memory, `delta` is left untouched
 //   dQ = scale dS K                     SpMM sweep `dq` over the rows
 //   dK = scale dS^T Q,  dV = P^T dO     SpMM sweeps `dk`, `dv` over the transposed structure;
-//                                       values gathered by their CSR position (an index word)
+//                                       values gathered by their CSR position (an index word),
+//                                       with runs a piece of `run` positions at a time
 //
 // Index words (row pointers, column / row indices, positions) move with WordKind::index as
 // Operand::mask; S, P, dS (and the partial sums, booked as s and dp) as values.
@@ -208,7 +209,9 @@ namespace sparse_small_cache_detail {
 
 // What distinguishes the seven sweeps: words kept per row of the row block besides the index
 // state (row statistics), the arrays it moves in runs of entries, and whether it walks the
-// transpose (then it gathers each entry's value alone, at its CSR position).
+// transpose (then it gathers each entry's value at its CSR position: alone, or with runs the piece
+// of `run` positions holding it, once per walk; a transposed sweep with runs has 1-column windows,
+// so that its walk meets the CSR positions in increasing order).
 enum class Sweep { scores, output, probs, d_scores, dq, dk, dv };
 struct SweepTraits {
   bool sddmm;          // SDDMM (A panel resident, entries written) or SpMM (accumulator)
@@ -224,8 +227,11 @@ inline constexpr int64_t kRowIndexWords = 4;
 // Fast memory of one sweep: block_rows (chunk + kRowIndexWords + row_words) + 1 (row pointers,
 // cursors, next columns, queue, statistics, panel) + block_cols (chunk + 1) (B rows and their
 // markers) + the run buffers: with run = 1 one word per array moved in runs (entry_runs), with
-// run > 1 block_rows run_words_per_row (below) + a gathered value (transposed).
+// run > 1 block_rows run_words_per_row (below) + gather_words(run) (transposed).
 int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles);
+// What a transposed sweep holds of the values it gathers: one value (run = 1), or a piece of `run`
+// values and the index word saying which piece it is (sparse_small_cache_sweeps.hpp, Gather).
+inline int64_t gather_words(int64_t run) { return run > 1 ? run + 1 : 1; }
 // The runs of the 8-byte index arrays (column / row indices, positions): half the values' runs
 // of 4-byte words (at least 1), so that an index run covers the bytes a value run does and lies
 // inside one line of the arrays (which start on a line).

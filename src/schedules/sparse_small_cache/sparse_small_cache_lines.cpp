@@ -31,7 +31,8 @@ int64_t block_vector_lines(int64_t rows, int64_t block_rows, int64_t extra, int6
 // one line: the values and P (runs of `run`), the column indices and the positions (transposed;
 // runs of index_run(run)). Dense rows (A panel,
 // B rows, O rows for D) and the output's block x chunk tiles cost what dense_lines.hpp says; the
-// row pointers and LSE their vector runs per block; a gathered value or a row's LSE word one line.
+// row pointers and LSE their vector runs per block; a row's LSE word one line, and a gathered
+// value, or with runs a gathered piece, one line.
 SparseIo sweep_lines(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& mask,
                      const SparseSweepTiles& tiles, int64_t touched, int64_t line_words) {
   io::check_line_words("sparse_small_cache lines", line_words);
@@ -63,7 +64,8 @@ SparseIo sweep_lines(Sweep sweep, const HeadShape& shape, const SparseMaskCounts
   }
   if (chunks == 0) return lines;
   lines.indices.reads = pointer_lines + chunks * index_runs * (traits.transposed ? 2 : 1);
-  lines.values.reads = chunks * (traits.transposed ? mask.nnz() : runs) + touched * row_lines;
+  lines.values.reads =
+      chunks * (traits.transposed ? mask.gathers(tiles.block_rows, tiles.run).loads : runs) + touched * row_lines;
   if (sweep == Sweep::output) lines.values.reads += nonempty;  // LSE words
   lines.values.writes = dense_grid_lines(rows, w, tiles.block_rows, tiles.chunk, line_words);  // the output
   return lines;

@@ -113,7 +113,7 @@ int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles) {
   const SweepTraits traits = sweep_traits(sweep);
   const int64_t runs = tiles.run == 1 ? traits.entry_runs : tiles.block_rows * run_words_per_row(traits, tiles.run);
   return tiles.block_rows * (tiles.chunk + kRowIndexWords + traits.row_words) + 1 +
-         tiles.block_cols * (tiles.chunk + 1) + runs + (traits.transposed ? 1 : 0);
+         tiles.block_cols * (tiles.chunk + 1) + runs + (traits.transposed ? gather_words(tiles.run) : 0);
 }
 
 // The counts of a prepared mask, over its own CSR copy (O(nnz)).
@@ -162,9 +162,11 @@ SparseIo sweep_io(Sweep sweep, const HeadShape& shape, const SparseMaskCounts& m
     return io;
   }
   if (chunks == 0) return io;
-  // Per chunk and entry: its column (and, transposed, its CSR position) and its value.
+  // Per chunk and entry: its column (and, transposed, its CSR position) and its value (transposed:
+  // the pieces gathered, nnz words with run = 1).
   io.indices.reads = rows + blocks + chunks * nnz * (traits.transposed ? 2 : 1);
-  io.values.reads = chunks * nnz + touched * w;
+  io.values.reads = chunks * (traits.transposed ? mask.gathers(tiles.block_rows, tiles.run).words : nnz) +
+                    touched * w;
   if (sweep == Sweep::output) io.values.reads += nonempty;  // LSE
   io.values.writes = rows * w;
   return io;
@@ -282,6 +284,9 @@ void check_tiles_of([[maybe_unused]] const char* where, [[maybe_unused]] const H
            tiles_of(tiles, sweep).chunk >= 1 && tiles_of(tiles, sweep).run >= 1 &&
            "sparse small_cache tiles below 1");
     assert((tiles_of(tiles, sweep).run & (tiles_of(tiles, sweep).run - 1)) == 0 && "runs are powers of two");
+    assert((!sweep_traits(sweep).transposed || tiles_of(tiles, sweep).run == 1 ||
+            tiles_of(tiles, sweep).block_cols == 1) &&
+           "a transposed sweep with runs has 1-column windows (it gathers in CSR order)");
   }
 }
 
