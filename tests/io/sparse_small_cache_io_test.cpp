@@ -120,7 +120,9 @@ void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int6
   EXPECT_LE(backward.peak_resident(), cache_words);
   // Gathering in pieces, the transposed sweeps walk 1-column windows (their positions in CSR order).
   for (const SparseSweepTiles* gathering : {&backward_tiles.dk, &backward_tiles.dv}) {
-    if (gathering->run > 1) EXPECT_EQ(gathering->block_cols, 1);
+    if (gathering->run > 1) {
+      EXPECT_EQ(gathering->block_cols, 1);
+    }
   }
   if (backward_tiles.dk.run > 1 || backward_tiles.dv.run > 1) ++gathered_in_pieces;
   const int64_t prob_chunks = std::max<int64_t>(1, ceil_div(d, backward_tiles.probs.chunk));

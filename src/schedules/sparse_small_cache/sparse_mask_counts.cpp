@@ -100,27 +100,83 @@ int64_t SparseMaskCounts::entry_runs(int64_t run, bool transposed) const {
 }
 
 SparseMaskCounts::Gathers SparseMaskCounts::gathers(int64_t block_keys, int64_t run) const {
-  const std::pair<int64_t, int64_t> key{std::max<int64_t>(block_keys, 1), std::max<int64_t>(run, 1)};
-  if (key.second == 1) return {nnz_, nnz_};
-  return remembered(gathers_memo_, key,
-                    [this](const std::pair<int64_t, int64_t>& k) { return count_gathers(k.first, k.second); });
+  block_keys = std::max<int64_t>(block_keys, 1);
+  run = std::max<int64_t>(run, 1);
+  if (run == 1) return {nnz_, nnz_};
+  {
+    std::lock_guard<std::mutex> lock(memo_mutex_);
+    const auto found = gathers_memo_.find({block_keys, run});
+    if (found != gathers_memo_.end()) return found->second;
+  }
+  // One walk of the segments counts every power-of-two run up to kGatherRuns at once (the tile
+  // choice asks for each of them with the same block); others alone.
+  std::vector<int64_t> runs;
+  const bool power = (run & (run - 1)) == 0;
+  for (int64_t r = 2; power && r <= kGatherRuns; r *= 2) runs.push_back(r);
+  if (runs.empty() || runs.back() < run) runs.assign(1, run);
+  const std::vector<Gathers> counted = count_gathers(block_keys, runs);
+  std::lock_guard<std::mutex> lock(memo_mutex_);
+  for (size_t i = 0; i < runs.size(); ++i) gathers_memo_.emplace(std::make_pair(block_keys, runs[i]), counted[i]);
+  return gathers_memo_.at({block_keys, run});
 }
 
-// last[b] = the last piece key block b loaded; a block's positions come in increasing order.
-SparseMaskCounts::Gathers SparseMaskCounts::count_gathers(int64_t block_keys, int64_t run) const {
+// Per run, last[b] = the last piece key block b loaded. A segment [begin, end) of block b
+// (consecutive positions) loads its pieces from begin / run to (end - 1) / run, all but the first
+// when block b holds that one already.
+std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers(int64_t block_keys,
+                                                                     const std::vector<int64_t>& runs) const {
   const int64_t blocks = (std::max<int64_t>(csr_.num_cols, 0) + block_keys - 1) / block_keys;
-  std::vector<int64_t> last(static_cast<size_t>(blocks), -1);
-  Gathers gathers;
-  for (int64_t p = 0; p < nnz_; ++p) {
-    int64_t& held = last[static_cast<size_t>(csr_.col_idx[p] / block_keys)];
-    const int64_t piece = p / run;
-    if (held != piece) {
-      held = piece;
-      ++gathers.loads;
-      gathers.words += std::min((piece + 1) * run, nnz_) - piece * run;
+  std::vector<std::vector<int64_t>> last(runs.size(), std::vector<int64_t>(static_cast<size_t>(blocks), -1));
+  std::vector<Gathers> gathers(runs.size());
+  const auto piece_words = [this](int64_t piece, int64_t run) {
+    return std::min((piece + 1) * run, nnz_) - piece * run;
+  };
+  for_each_segment(block_keys, [&](int64_t block, int64_t begin, int64_t end) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const int64_t run = runs[i];
+      const int64_t first = begin / run, final_piece = (end - 1) / run;
+      int64_t& held = last[i][static_cast<size_t>(block)];
+      const int64_t from = held == first ? first + 1 : first;
+      if (final_piece >= from) {
+        gathers[i].loads += final_piece - from + 1;
+        gathers[i].words += (final_piece - from) * run + piece_words(final_piece, run);
+      }
+      held = final_piece;
+    }
+  });
+  return gathers;
+}
+
+// visit(block, begin, end) for each query row's positions in each block of block_keys keys, in
+// CSR order (the positions of one row in one block are consecutive): from the runs of consecutive
+// keys when they are kept, else entry by entry.
+template <typename Visit>
+void SparseMaskCounts::for_each_segment(int64_t block_keys, Visit&& visit) const {
+  const int64_t m = std::max<int64_t>(csr_.num_rows, 0);
+  for (int64_t i = 0; i < m; ++i) {
+    int64_t p = csr_.row_ptr[i];
+    if (uses_runs()) {
+      for (int64_t r = run_ptr_[static_cast<size_t>(i)]; r < run_ptr_[static_cast<size_t>(i + 1)]; ++r) {
+        for (int64_t key = run_begin_[static_cast<size_t>(r)]; key < run_end_[static_cast<size_t>(r)];) {
+          const int64_t block = key / block_keys;
+          const int64_t stop = std::min(run_end_[static_cast<size_t>(r)], (block + 1) * block_keys);
+          visit(block, p, p + stop - key);
+          p += stop - key;
+          key = stop;
+        }
+      }
+      continue;
+    }
+    const int64_t row_end = csr_.row_ptr[i + 1];
+    while (p < row_end) {
+      const int64_t block = csr_.col_idx[p] / block_keys;
+      const int64_t block_end = (block + 1) * block_keys;
+      int64_t end = p + 1;
+      while (end < row_end && csr_.col_idx[end] < block_end) ++end;
+      visit(block, p, end);
+      p = end;
     }
   }
-  return gathers;
 }
 
 int64_t SparseMaskCounts::count_touched_keys(int64_t block_rows) const {

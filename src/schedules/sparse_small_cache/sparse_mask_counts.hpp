@@ -52,8 +52,9 @@ class SparseMaskCounts {
   // `block_keys` consecutive keys, the pieces of `run` positions (cut at multiples of run) that
   // hold a block's entries, each loaded whole once per walk (the walk meets a block's entries in
   // CSR order: query by query, then key by key), and the words they carry (a piece is clipped at
-  // nnz). {nnz, nnz} when run = 1. Remembered like the touched counts; O(nnz + seqlen_k /
-  // block_keys).
+  // nnz). {nnz, nnz} when run = 1. Remembered like the touched counts, for every power of two
+  // up to a line of 16 at once; O(segments + seqlen_q + seqlen_k / block_keys), a segment being a query
+  // row's entries in one key block (touched_queries(block_keys) of them).
   struct Gathers {
     int64_t loads = 0;
     int64_t words = 0;
@@ -68,7 +69,11 @@ class SparseMaskCounts {
   // get(block) from memo, computing it with count(block) outside the lock the first time.
   template <typename Key, typename Value, typename Count>
   Value remembered(std::map<Key, Value>& memo, Key key, Count&& count) const;
-  Gathers count_gathers(int64_t block_keys, int64_t run) const;
+  // Gathers for each of `runs` with one walk of the segments.
+  std::vector<Gathers> count_gathers(int64_t block_keys, const std::vector<int64_t>& runs) const;
+  template <typename Visit>
+  void for_each_segment(int64_t block_keys, Visit&& visit) const;
+  static constexpr int64_t kGatherRuns = 16;  // the runs counted together (powers of two, to a line)
 
   mutable std::mutex memo_mutex_;
   mutable std::map<int64_t, int64_t> touched_keys_memo_, touched_queries_memo_;
