@@ -416,9 +416,8 @@ TEST(SparseSmallCacheIo, RatioToTheSparseLowerBoundOnUniformRandomMasks) {
   // Where the bound has the shape this schedule is built for (M below Z_input^2 / Z_QK) the ratio
   // stays within a band (docs/sparse_small_cache.md, "Against the bound"), in words and in lines.
   EXPECT_LT(ratio_band_to_sparse_bound(1), 6.0);
-  // In lines (measured 8.2): the planner, which runs the cheaper of the two algorithms, stays
-  // within 8 (sparse_planner_test).
-  EXPECT_LT(ratio_band_to_sparse_bound(16), 10.0);
+  // In lines (measured 7.5, with dS and P gathered in line pieces; 8.2 value by value).
+  EXPECT_LT(ratio_band_to_sparse_bound(16), 8.0);
 }
 
 }  // namespace

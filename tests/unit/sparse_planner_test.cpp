@@ -81,9 +81,8 @@ TEST(SparsePlanner, RandomMasksTrackTheSparseBoundWithinEightTimes) {
               "%.3f (spread %.2fx)\n",
               lo, hi, hi / lo, lines_lo, lines_hi, lines_hi / lines_lo);
   EXPECT_LE(hi / lo, 8.0);
-  // In lines the spread is 8.15x (its top: small n at M = n d, where small_cache's tiles get half
-  // of M; docs/io_model.md, "Bands in lines").
-  EXPECT_LE(lines_hi / lines_lo, 8.5);
+  // In lines too (measured 7.47x; docs/io_model.md, "Bands in lines over masks").
+  EXPECT_LE(lines_hi / lines_lo, 8.0);
 }
 
 // The theory's switch Z_input^2 / Z_QK is a statement of the word model: with tiles chosen for
