@@ -5,7 +5,9 @@
 // traffic alone (the plan and the mask's prepared structures are built before, as they are once
 // per mask in use). Before it, the same call runs counted (uninstrumented): the probe prints the
 // words and lines of 16 words that run read and wrote, for the script to hold the simulated misses
-// against.
+// against, and the lines the API's finite-value check reads before the schedule runs (every input
+// once: q, k, v; backward also o, lse, d_o), which the ledger does not book (it counts the
+// schedule's moves).
 //
 //   cache_probe N D M ALGORITHM PASS MASK     e.g. cache_probe 512 64 1024 flash bwd causal
 #include <spattn/attention.hpp>
@@ -102,10 +104,16 @@ int main(int argc, char** argv) {
       CALLGRIND_STOP_INSTRUMENTATION;
     }
     const spattn::io::Traffic lines = ledger.total_lines();
-    std::printf("algorithm %s\nreads %lld\nwrites %lld\nread_lines %lld\nwrite_lines %lld\nline_words %lld\n",
-                spattn::algorithm_name(plan.algorithm), static_cast<long long>(ledger.reads()),
-                static_cast<long long>(ledger.writes()), static_cast<long long>(lines.reads),
-                static_cast<long long>(lines.writes), static_cast<long long>(ledger.line_words()));
+    // The check's lines: each input array starts on a line (LineArray).
+    const int64_t line = ledger.line_words();
+    const int64_t matrix_lines = (n * d + line - 1) / line, vector_lines = (n + line - 1) / line;
+    const int64_t check_lines = pass == "fwd" ? 3 * matrix_lines : 5 * matrix_lines + vector_lines;
+    std::printf(
+        "algorithm %s\nreads %lld\nwrites %lld\nread_lines %lld\nwrite_lines %lld\nline_words %lld\ncheck_lines "
+        "%lld\n",
+        spattn::algorithm_name(plan.algorithm), static_cast<long long>(ledger.reads()),
+        static_cast<long long>(ledger.writes()), static_cast<long long>(lines.reads),
+        static_cast<long long>(lines.writes), static_cast<long long>(line), static_cast<long long>(check_lines));
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "cache_probe: %s\n", error.what());
