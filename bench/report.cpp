@@ -122,16 +122,15 @@ std::string utc_timestamp() {
   return buffer;
 }
 
+// RFC 4180: a cell holding a comma, a quote or a line break is quoted, strings and lists alike
+// (a list of switches, [702,3073], is one cell).
 std::string csv_cell(const json& value) {
   if (value.is_null()) return "";
-  if (value.is_string()) {
-    const auto text = value.get<std::string>();
-    if (text.find_first_of(",\"\n") == std::string::npos) return text;
-    std::string quoted = "\"";
-    for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return quoted + "\"";
-  }
-  return value.dump();
+  const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
 }
 
 std::string count_or_dash(const std::optional<int64_t>& value) {

@@ -150,6 +150,50 @@ TEST_F(CliSweepTest, CsvHeaderAndOneRowPerCombination) {
   EXPECT_NE(r.out.find("8 rows: 8 counted"), std::string::npos) << r.out;
 }
 
+// Splits one CSV line into its cells (RFC 4180: quoted cells may hold commas and doubled quotes).
+std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> cells(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      cells.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      cells.emplace_back();
+    } else {
+      cells.back() += c;
+    }
+  }
+  return cells;
+}
+
+TEST_F(CliSweepTest, CsvQuotesListsOfSeveralSwitches) {
+  // The dilated window switches twice backward at n = 256 (702 and 3073 words): the list is one
+  // quoted cell, and every row has as many cells as the header.
+  const Result r = run("sweep --n 256 --d 64 --cache-words 4096 --mask dilated_window:w=16,dilation=4 --pass bwd "
+                       "--predict-only --switch --csv " + path("rows.csv"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream csv(read_text(path("rows.csv")));
+  std::string header, line;
+  ASSERT_TRUE(std::getline(csv, header));
+  const std::vector<std::string> names = csv_cells(header);
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    const std::vector<std::string> cells = csv_cells(line);
+    ASSERT_EQ(cells.size(), names.size()) << line;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == "switches_backward") {
+        EXPECT_EQ(cells[i], "[702,3073]") << line;
+      }
+    }
+  }
+  EXPECT_EQ(rows, 1);
+}
+
 TEST_F(CliSweepTest, JsonRecordsHaveEveryKeyOfTheSchema) {
   const json document = sweep_json("--n 40 --d 8 --cache-words 128 --mask 'bigbird:block=8,w=1,g=1,r=1,seed=3'");
   ASSERT_EQ(document.at("rows").size(), 1u);
