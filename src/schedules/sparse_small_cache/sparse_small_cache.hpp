@@ -230,7 +230,7 @@ inline constexpr int64_t kRowIndexWords = 4;
 // run > 1 block_rows run_words_per_row (below) + gather_words(run) (transposed).
 int64_t sweep_fast_words(Sweep sweep, const SparseSweepTiles& tiles);
 // What a transposed sweep holds of the values it gathers: one value (run = 1), or a piece of `run`
-// values and the index word saying which piece it is (sparse_small_cache_sweeps.hpp, Gather).
+// values and the index word saying which piece it is (sparse_small_cache_sweeps.hpp, GatheredPieces).
 inline int64_t gather_words(int64_t run) { return run > 1 ? run + 1 : 1; }
 // The runs of the 8-byte index arrays (column / row indices, positions): half the values' runs
 // of 4-byte words (at least 1), so that an index run covers the bytes a value run does and lies

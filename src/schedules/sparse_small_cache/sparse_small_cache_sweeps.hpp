@@ -167,7 +167,7 @@ void sddmm_sweep(io::FastMemory& fast, const WalkStructure& structure, int64_t w
 // hooks.transform(r, values[p]) * B[col], the output width in chunks, the accumulator panel stored
 // once per chunk (rows without entries store zeros). Nothing moves when width == 0. The values
 // move in the walk's runs over the CSR; a transposed walk (rows = keys) gathers them at their CSR
-// positions (Gather). Hooks:
+// positions (alone, or in pieces: GatheredPieces). Hooks:
 //   begin_block(fast, walker)
 //   float transform(r, value)
 struct SpmmOperands {
@@ -180,40 +180,33 @@ struct SpmmOperands {
   float alpha = 1.0f;
 };
 
-// A transposed SpMM's values (dS for dK, P for dV), gathered at their CSR positions. Word at a
-// time (kRuns false) each moves alone. With runs, the piece of `run` positions holding a position
-// (cut at multiples of run, so inside one line) moves whole the first time a walk needs it and
-// serves the walk's next positions in it: with 1-column windows a key block's walk meets its
-// entries in CSR order (query by query, then key by key), so it loads each piece once
-// (SparseMaskCounts::gathers). Fast memory: gather_words(run), none when the sweep does not gather.
-template <bool kRuns>
-class Gather {
+// A transposed SpMM's values (dS for dK, P for dV), gathered at their CSR positions in pieces
+// (runs of more than one word; word at a time each value moves alone, through one word of the
+// sweep's value buffer). The piece of `run` positions holding a position (cut at multiples of
+// run, so inside one line) moves whole the first time a walk needs it and serves the walk's next
+// positions in it: with 1-column windows a key block's walk meets its entries in CSR order (query
+// by query, then key by key), so it loads each piece once (SparseMaskCounts::gathers). Fast
+// memory: run values and the piece held (an index word), none for run 0 (no gathers in pieces).
+class GatheredPieces {
  public:
-  Gather(io::FastMemory& fast, io::Operand op, const SlowMatrix<float>& from, int64_t run, bool gathers)
+  GatheredPieces(io::FastMemory& fast, io::Operand op, const SlowMatrix<float>& from, int64_t run)
       : fast_(fast),
         op_(op),
         from_(from),
         run_(run),
-        values_(fast.allocate<float>(gathers ? (kRuns ? run : 1) : 0, "sparse_small_cache gathered values")),
-        held_(fast.allocate<int64_t>(gathers && kRuns ? 1 : 0, "sparse_small_cache gathered piece")) {}
+        values_(fast.allocate<float>(run, "sparse_small_cache gathered values")),
+        held_(fast.allocate<int64_t>(run > 0 ? 1 : 0, "sparse_small_cache gathered piece")) {}
   // Before each walk: no piece held.
   void restart() {
-    if constexpr (kRuns) {
-      if (held_.words() > 0) held_[0] = -1;
-    }
+    if (run_ > 0) held_[0] = -1;
   }
   float at(int64_t position) {
-    if constexpr (kRuns) {
-      const int64_t piece = position - (position & (run_ - 1));
-      if (held_[0] != piece) {
-        held_[0] = piece;
-        fast_.load_run(op_, from_, piece, std::min(run_, from_.rows() - piece), values_, 0);
-      }
-      return values_[position - piece];
-    } else {
-      fast_.load_word(op_, from_, position, 0, values_, 0);
-      return values_[0];
+    const int64_t piece = position - (position & (run_ - 1));
+    if (held_[0] != piece) {
+      held_[0] = piece;
+      fast_.load_run(op_, from_, piece, std::min(run_, from_.rows() - piece), values_, 0);
     }
+    return values_[position - piece];
   }
 
  private:
@@ -248,9 +241,12 @@ void spmm_sweep_in_runs(io::FastMemory& fast, const WalkStructure& structure, in
   io::FastBuffer<float> b_rows =
       fast.allocate<float>(tiles.block_cols * ld, "sparse_small_cache B rows");
   const bool gathers = structure.transposed;
+  // Entry values: runs over the CSR, or (gathering word at a time) one word; gathers in pieces
+  // have their own buffer.
   io::FastBuffer<float> values = fast.allocate<float>(
-      gathers ? 0 : BlockWalker::run_buffer_words(tiles.block_rows, tiles.run), "sparse_small_cache entry values");
-  Gather<kRuns> gather(fast, op.value_op, op.values, tiles.run, gathers);
+      gathers ? (kRuns ? 0 : 1) : BlockWalker::run_buffer_words(tiles.block_rows, tiles.run),
+      "sparse_small_cache entry values");
+  GatheredPieces pieces(fast, op.value_op, op.values, gathers && kRuns ? tiles.run : 0);
   const RunMoves<kRuns> moves{fast, walker};
   const int64_t chunks = sweep_chunk_count(false, width, ld);
   for (int64_t row0 = share.first_block * tiles.block_rows; row0 < structure.num_rows;
@@ -262,14 +258,22 @@ void spmm_sweep_in_runs(io::FastMemory& fast, const WalkStructure& structure, in
       const int64_t col0 = c * ld;
       const int64_t cols = std::min(ld, width - col0);
       std::fill(acc.data(), acc.data() + rows * ld, 0.0f);
-      gather.restart();
+      pieces.restart();
       walker.walk_with<kRuns>(
           fast,
           [&](int64_t col, int64_t slot) {
             fast.load(op.b_op, op.b, col, col0, 1, cols, b_rows, slot * ld, ld);
           },
           [&](int64_t r, int64_t slot, int64_t position) {
-            const float value = gathers ? gather.at(position) : values[walker.run_slot<kRuns>(r, position)];
+            float value;
+            if (!gathers) {
+              value = values[walker.run_slot<kRuns>(r, position)];
+            } else if constexpr (kRuns) {
+              value = pieces.at(position);
+            } else {
+              fast.load_word(op.value_op, op.values, position, 0, values, 0);
+              value = values[0];
+            }
             small_cache_kernels::axpy(hooks.transform(r, value), b_rows.data() + slot * ld,
                                       acc.data() + r * ld, cols);
           },
