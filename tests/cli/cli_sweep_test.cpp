@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/csv_fields.hpp"
+
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -150,26 +152,6 @@ TEST_F(CliSweepTest, CsvHeaderAndOneRowPerCombination) {
   EXPECT_NE(r.out.find("8 rows: 8 counted"), std::string::npos) << r.out;
 }
 
-// Splits one CSV line into its cells (RFC 4180: quoted cells may hold commas and doubled quotes).
-std::vector<std::string> csv_cells(const std::string& line) {
-  std::vector<std::string> cells(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-      cells.back() += '"';
-      ++i;
-    } else if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      cells.emplace_back();
-    } else {
-      cells.back() += c;
-    }
-  }
-  return cells;
-}
-
 TEST_F(CliSweepTest, CsvQuotesListsOfSeveralSwitches) {
   // The dilated window switches twice backward at n = 256 (702 and 3073 words): the list is one
   // quoted cell, and every row has as many cells as the header.
@@ -179,11 +161,11 @@ TEST_F(CliSweepTest, CsvQuotesListsOfSeveralSwitches) {
   std::istringstream csv(read_text(path("rows.csv")));
   std::string header, line;
   ASSERT_TRUE(std::getline(csv, header));
-  const std::vector<std::string> names = csv_cells(header);
+  const std::vector<std::string> names = spattn_test::csv_fields(header);
   int rows = 0;
   while (std::getline(csv, line)) {
     ++rows;
-    const std::vector<std::string> cells = csv_cells(line);
+    const std::vector<std::string> cells = spattn_test::csv_fields(line);
     ASSERT_EQ(cells.size(), names.size()) << line;
     for (size_t i = 0; i < names.size(); ++i) {
       if (names[i] == "switches_backward") {

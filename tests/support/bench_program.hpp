@@ -3,6 +3,7 @@
 // directory. Times are never asserted there, only how the reported numbers relate to each other.
 #pragma once
 
+#include "support/csv_fields.hpp"
 #include "support/run_program.hpp"
 
 #include <gtest/gtest.h>
@@ -29,27 +30,6 @@ namespace spattn_test {
 
 inline ProgramResult run_bench(const std::string& arguments) {
   return run_program(std::string(SPATTN_BENCH_PATH) + " " + arguments);
-}
-
-// One CSV line's fields; a quoted field (RFC 4180, as the bench quotes a spec holding commas) may
-// hold commas and doubled quotes.
-inline std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-      fields.back() += '"';
-      ++i;
-    } else if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      fields.emplace_back();
-    } else {
-      fields.back() += c;
-    }
-  }
-  return fields;
 }
 
 // The CSV as one map per row, keyed by the header's names; every row has the header's width.
