@@ -52,9 +52,9 @@ class SparseMaskCounts {
   // `block_keys` consecutive keys, the pieces of `run` positions (cut at multiples of run) that
   // hold a block's entries, each loaded whole once per walk (the walk meets a block's entries in
   // CSR order: query by query, then key by key), and the words they carry (a piece is clipped at
-  // nnz). {nnz, nnz} when run = 1. Remembered like the touched counts, for every power of two
-  // up to a line of 16 at once; O(segments + seqlen_q + seqlen_k / block_keys), a segment being a query
-  // row's entries in one key block (touched_queries(block_keys) of them).
+  // nnz). {nnz, nnz} when run = 1. Remembered like the touched counts, every power of two up to
+  // a line of 16 counted at once; O(segments + seqlen_q + seqlen_k / block_keys), a segment being
+  // a query row's consecutive entries in one key block (at most nnz of them).
   struct Gathers {
     int64_t loads = 0;
     int64_t words = 0;
