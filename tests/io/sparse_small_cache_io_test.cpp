@@ -229,6 +229,49 @@ TEST(SparseSmallCacheIo, CountedEqualsPredictedOnStructuredRandomAndEdgeMasks) {
   }
 }
 
+TEST(SparseSmallCacheIo, EveryRunCountsWhatItPredicts) {
+  // Every sweep forced to runs of 2, 4, 8 and 16 (the transposed ones with one-column windows),
+  // at small and large row blocks: counted == predicted in words and lines, the peak residency is
+  // the predicted fast memory, and the outputs equal those of one-word runs. Runs of 2 make index
+  // runs of one word (index_run(2) = 1), each row still holding its own.
+  using namespace spattn::schedules::sparse_small_cache_detail;
+  const HeadShape shape{61, 45, 16, 5};
+  for (const char* text : {"random:p=0.15,seed=9", "causal", "sliding_window:w=5"}) {
+    SCOPED_TRACE(text);
+    const SparseSmallCacheMask mask = prepare_mask(
+        sparse_formats::make_pattern(sparse_formats::parse_pattern_spec(text), shape.seqlen_q, shape.seqlen_k));
+    HeadFixture words_head(shape);
+    spattn::testing::run_sparse_small_cache_forward(words_head, mask, 400);
+    SparseSmallCacheTiles words_tiles = sparse_small_cache_tiles(shape, mask, 400, Pass::backward,
+                                                                 spattn::PlanObjective::words, 1);
+    for (Sweep sweep : sweeps_of(Pass::backward)) tiles_of(words_tiles, sweep).block_cols = 1;
+    {
+      FastMemory fast(sparse_small_cache_fast_words(words_tiles), nullptr, "one-word runs");
+      sparse_small_cache_backward(fast, words_head.backward(), mask, words_tiles);
+    }
+    for (int64_t run : {2, 4, 8, 16}) {
+      SCOPED_TRACE(run);
+      SparseSmallCacheTiles tiles = words_tiles;
+      tiles.line_words = 16;
+      for (Sweep sweep : sweeps_of(Pass::backward)) tiles_of(tiles, sweep).run = run;
+      HeadFixture head(shape);
+      spattn::testing::run_sparse_small_cache_forward(head, mask, 400);
+      Ledger ledger(16);
+      {
+        FastMemory fast(sparse_small_cache_fast_words(tiles), &ledger, "runs");
+        sparse_small_cache_backward(fast, head.backward(), mask, tiles);
+      }
+      expect_equal(ledger, predict_sparse_small_cache_backward(shape, mask, tiles));
+      expect_equal_lines(ledger, predict_sparse_small_cache_backward_lines(shape, counts_of(mask), tiles));
+      EXPECT_EQ(ledger.peak_resident(), sparse_small_cache_fast_words(tiles));
+      EXPECT_EQ(head.dq, words_head.dq);
+      EXPECT_EQ(head.dk, words_head.dk);
+      EXPECT_EQ(head.dv, words_head.dv);
+      EXPECT_TRUE(std::any_of(head.dk.begin(), head.dk.end(), [](float x) { return x != 0.0f; }));
+    }
+  }
+}
+
 TEST(SparseSmallCacheIo, ChosenTilesAreWithinTwoPercentOfTheBestThatFit) {
   // Brute force over every (block_rows, chunk, run) that fits, per sweep; the window is 1 (it
   // changes no count). The choice tries three row blocks per chunk width (docs: "Tile choice").

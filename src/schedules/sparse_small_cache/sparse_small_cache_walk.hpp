@@ -81,7 +81,8 @@ class BlockWalker {
         queue_(fast.allocate<int64_t>(block_rows, "sparse_small_cache row queue")),
         marker_(fast.allocate<int64_t>(block_cols, "sparse_small_cache window markers")),
         index_runs_(fast.allocate<int64_t>(run > 1 ? block_rows * index_run(run) : 0, "sparse_small_cache index runs")),
-        positions_(fast.allocate<int64_t>(structure.transposed ? run_buffer_words(block_rows, index_run(run)) : 0,
+        // (an index run per row whenever run > 1, though with run = 2 it is one word long)
+        positions_(fast.allocate<int64_t>(structure.transposed ? (run > 1 ? block_rows * index_run(run) : 1) : 0,
                                           "sparse_small_cache entry positions")) {}
 
   // Words of a buffer holding one run per row of the block: a run of one word is used as soon as
