@@ -131,7 +131,7 @@ std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers(int64_t b
   const auto piece_words = [this](int64_t piece, int64_t run) {
     return std::min((piece + 1) * run, nnz_) - piece * run;
   };
-  for_each_segment(block_keys, [&](int64_t block, int64_t begin, int64_t end) {
+  for_each_segment(block_keys, [&](int64_t, int64_t block, int64_t begin, int64_t end) {
     for (size_t i = 0; i < runs.size(); ++i) {
       const int64_t run = runs[i];
       const int64_t first = begin / run, final_piece = (end - 1) / run;
@@ -147,7 +147,7 @@ std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers(int64_t b
   return gathers;
 }
 
-// visit(block, begin, end) for each query row's positions in each block of block_keys keys, in
+// visit(row, block, begin, end) for each query row's positions in each block of block_keys keys, in
 // CSR order (the positions of one row in one block are consecutive): from the runs of consecutive
 // keys when they are kept, else entry by entry.
 template <typename Visit>
@@ -160,7 +160,7 @@ void SparseMaskCounts::for_each_segment(int64_t block_keys, Visit&& visit) const
         for (int64_t key = run_begin_[static_cast<size_t>(r)]; key < run_end_[static_cast<size_t>(r)];) {
           const int64_t block = key / block_keys;
           const int64_t stop = std::min(run_end_[static_cast<size_t>(r)], (block + 1) * block_keys);
-          visit(block, p, p + stop - key);
+          visit(i, block, p, p + stop - key);
           p += stop - key;
           key = stop;
         }
@@ -173,7 +173,7 @@ void SparseMaskCounts::for_each_segment(int64_t block_keys, Visit&& visit) const
       const int64_t block_end = (block + 1) * block_keys;
       int64_t end = p + 1;
       while (end < row_end && csr_.col_idx[end] < block_end) ++end;
-      visit(block, p, end);
+      visit(i, block, p, end);
       p = end;
     }
   }
@@ -226,33 +226,16 @@ int64_t SparseMaskCounts::touched_keys_by_runs(int64_t block_rows) const {
   return touched;
 }
 
-// Per query row, the distinct blocks of block_cols keys its entries fall in.
+// Per query row, the distinct blocks of block_cols keys its entries fall in: a row's segments
+// visit its blocks in increasing order, one or more segments each.
 int64_t SparseMaskCounts::count_touched_queries(int64_t block_cols) const {
   if (block_cols == 1) return nnz_;  // a key's query rows are distinct
-  const int64_t m = csr_.num_rows;
-  int64_t touched = 0;
-  for (int64_t i = 0; i < m; ++i) {
-    int64_t last_block = -1;
-    if (uses_runs()) {
-      for (int64_t r = run_ptr_[static_cast<size_t>(i)]; r < run_ptr_[static_cast<size_t>(i + 1)]; ++r) {
-        const int64_t first = std::max(run_begin_[static_cast<size_t>(r)] / block_cols, last_block + 1);
-        const int64_t last = (run_end_[static_cast<size_t>(r)] - 1) / block_cols;
-        if (last >= first) touched += last - first + 1;
-        last_block = std::max(last_block, last);
-      }
-      continue;
-    }
-    // Columns increase along the row: a new block starts at the first column past the current
-    // block's end (one division per block, not per entry).
-    int64_t block_end = 0;
-    for (int64_t p = csr_.row_ptr[i]; p < csr_.row_ptr[i + 1]; ++p) {
-      const int64_t col = csr_.col_idx[p];
-      if (col >= block_end) {
-        block_end = (col / block_cols + 1) * block_cols;
-        ++touched;
-      }
-    }
-  }
+  int64_t touched = 0, last_row = -1, last_block = -1;
+  for_each_segment(block_cols, [&](int64_t row, int64_t block, int64_t, int64_t) {
+    if (row != last_row || block != last_block) ++touched;
+    last_row = row;
+    last_block = block;
+  });
   return touched;
 }
 
