@@ -87,6 +87,22 @@ inline int64_t tile_lines(int64_t row_stride, int64_t col_stride, int64_t view_c
   return rows * cols;
 }
 
+// tile_lines for a move that continues the one before it along the stored rows: the same stored
+// rows, starting on the word after the last one that move touched in each. That move's last line
+// is then this move's first wherever the stored row's run starts inside a line; a schedule that
+// keeps that line in fast memory (a line carry, its words counted there) does not move it again.
+// Summed over consecutive moves that cover a run, the lines are the run's own.
+inline int64_t continued_tile_lines(int64_t row_stride, int64_t col_stride, int64_t view_cols, int64_t row0,
+                                    int64_t col0, int64_t rows, int64_t cols, int64_t line_words) {
+  if (rows <= 0 || cols <= 0) return 0;
+  const bool column_vector = view_cols == 1 && row_stride == 1;
+  if (col_stride == 1 && !column_vector) {
+    return rows * (segment_lines(col0, cols, line_words) - (col0 % line_words != 0 ? 1 : 0));
+  }
+  if (row_stride == 1) return cols * (segment_lines(row0, rows, line_words) - (row0 % line_words != 0 ? 1 : 0));
+  return rows * cols;  // no unit stride: a line per word, none shared
+}
+
 // tile_lines summed over the grid of tile_rows x tile_cols tiles (the last ones shorter) that
 // covers a whole view_rows x view_cols view, in O(1): what moving every tile once costs.
 int64_t grid_lines(int64_t row_stride, int64_t col_stride, int64_t view_rows, int64_t view_cols,
@@ -238,6 +254,14 @@ class SlowMatrix {
   int64_t tile_lines(int64_t row0, int64_t col0, int64_t rows, int64_t cols, int64_t line_words) const {
     return io::tile_lines(row_stride_, col_stride_, cols_, row0, col0, rows, cols, line_words);
   }
+  // The same for a move that continues the one before along the stored rows (continued_tile_lines).
+  int64_t continued_tile_lines(int64_t row0, int64_t col0, int64_t rows, int64_t cols, int64_t line_words) const {
+    return io::continued_tile_lines(row_stride_, col_stride_, cols_, row0, col0, rows, cols, line_words);
+  }
+  // Whether the stored rows run along the view's columns (unit column stride, not a one-column
+  // view with unit row stride), as tile_lines reads the view; else along its rows or neither.
+  bool stored_along_cols() const { return !is_csr_ && col_stride_ == 1 && !(cols_ == 1 && row_stride_ == 1); }
+  bool stored_along_rows() const { return !is_csr_ && !stored_along_cols() && row_stride_ == 1; }
   // The transpose, as a view of the same words (no data moves).
   SlowMatrix transposed() const {
     SlowMatrix view = *this;
@@ -316,6 +340,13 @@ class FastMemory {
   void load(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
             int64_t cols, FastBuffer<T>& dst, int64_t dst_offset, int64_t dst_ld,
             WordKind kind = WordKind::value);
+  // load() of a tile that continues the previous load of the same stored rows along them, the
+  // line they share held in fast memory by the caller (a line carry): the lines counted are
+  // continued_tile_lines'. A CSR `src` is load()ed as it is (its moves have no carry).
+  template <typename S, typename T>
+  void load_continued(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
+                      int64_t cols, FastBuffer<T>& dst, int64_t dst_offset, int64_t dst_ld,
+                      WordKind kind = WordKind::value);
   // load()'s count, and where the kernel may read the tile: `src` itself when its rows already lie
   // as the buffer would hold them (not CSR, element type T, unit column stride, row stride
   // dst_ld), else dst (from dst_offset) after load(). The values are the same either way, so no
@@ -367,6 +398,10 @@ class FastMemory {
     ledger_->add_write(operand, kind, words);
     ledger_->add_write_lines(operand, kind, lines);
   }
+  // The copy of load() for a dense `src`, uncounted.
+  template <typename S, typename T>
+  static void copy_dense(const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows, int64_t cols, T* out,
+                         int64_t dst_ld);
   template <typename S, typename T>
   void load_csr(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
                 int64_t cols, T* out, int64_t dst_ld);

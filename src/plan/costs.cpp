@@ -40,6 +40,7 @@ void check_countable(const schedules::HeadShape& s) {
 std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& tiles) {
   std::ostringstream out;
   out << name << ' ' << tiles.tile_m << 'x' << tiles.tile_n << 'x' << tiles.tile_k;
+  if (tiles.carry_a || tiles.carry_b) out << "+carry";  // tiled_matmul.hpp, "Line carry"
   return out.str();
 }
 

@@ -269,6 +269,23 @@ TEST(SparseInputsSchedules, OneByOneAndRectangular) {
   }
 }
 
+// Tiles whose chunks of the head dimension carry a line to the next (tiled_matmul.hpp): Q's and
+// K's dense chunks after the first load continued, their CSR chunks without a carry; each run
+// counts what its prediction says (Case::run_pass) and both give the same bits.
+TEST(SparseInputsSchedules, ChunksThatCarryALine) {
+  const HeadShape shape{97, 97, 24, 24};
+  for (const Pass pass : {Pass::forward, Pass::backward}) {
+    const SmallCacheTiles tiles = small_cache_tiles(shape, 800, pass);
+    ASSERT_TRUE(tiles.scores.carry_a && tiles.scores.carry_b) << pass_name(pass);
+  }
+  Case c(shape, "full", 0.4);
+  const Outputs sparse = c.run(Algorithm::small_cache, 800, true);
+  const Outputs dense = c.run(Algorithm::small_cache, 800, false);
+  expect_same_bits(sparse.o, dense.o, "o");
+  expect_same_bits(sparse.dq, dense.dq, "dq");
+  expect_same_bits(sparse.dk, dense.dk, "dk");
+}
+
 TEST(SparseInputsSchedules, VerySparseAndDenseInputs) {
   for (const double density : {0.05, 1.0}) {
     for (const char* spec : {"full", "random:p=0.2,seed=3"}) check_case({33, 41, 16, 16}, spec, density);

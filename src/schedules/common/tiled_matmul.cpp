@@ -19,12 +19,28 @@ void check_tiles(const char* where, const MatmulTiles& tiles) {
     fail(where, ": tiles must be at least 1, got tile_m ", tiles.tile_m, ", tile_n ", tiles.tile_n,
          ", tile_k ", tiles.tile_k);
   }
+  if ((tiles.carry_a || tiles.carry_b) && tiles.carry_line_words < 1) {
+    fail(where, ": a line carry needs its line size, got carry_line_words ", tiles.carry_line_words);
+  }
+}
+
+// The carry keeps what the layout stores along k: op(A) row-major, op(B) transposed.
+void check_carry(const char* where, const MatmulTiles& tiles, MatmulLayout layout) {
+  if ((tiles.carry_a && layout.a_transposed) || (tiles.carry_b && !layout.b_transposed)) {
+    fail(where, ": the tiles carry lines of ", tiles.carry_a && layout.a_transposed ? "op(A)" : "op(B)",
+         ", which this layout does not store along k");
+  }
 }
 
 }  // namespace
 
+int64_t tiled_matmul_carry_words(const MatmulTiles& tiles) {
+  return ((tiles.carry_a ? tiles.tile_m : 0) + (tiles.carry_b ? tiles.tile_n : 0)) * tiles.carry_line_words;
+}
+
 int64_t tiled_matmul_fast_words(const MatmulTiles& tiles) {
-  return tiles.tile_m * tiles.tile_n + tiles.tile_m * tiles.tile_k + tiles.tile_k * tiles.tile_n;
+  return tiles.tile_m * tiles.tile_n + tiles.tile_m * tiles.tile_k + tiles.tile_k * tiles.tile_n +
+         tiled_matmul_carry_words(tiles);
 }
 
 IoCount predict_tiled_matmul(int64_t a, int64_t k, int64_t b, const MatmulTiles& tiles,
@@ -44,16 +60,21 @@ IoCount predict_tiled_matmul(int64_t a, int64_t k, int64_t b, const MatmulTiles&
 IoCount predict_tiled_matmul_lines(int64_t a, int64_t k, int64_t b, const MatmulTiles& tiles,
                                    MatmulLayout layout, int64_t line_words, bool accumulate) {
   check_tiles("predict_tiled_matmul_lines", tiles);
+  check_carry("predict_tiled_matmul_lines", tiles, layout);
   io::check_line_words("predict_tiled_matmul_lines", line_words);
   const int64_t row_blocks = ceil_div(a, tiles.tile_m);
   const int64_t col_blocks = ceil_div(b, tiles.tile_n);
   const bool retain = tiles.tile_k >= k;
   const int64_t c_lines = dense_grid_lines(a, b, tiles.tile_m, tiles.tile_n, line_words);
+  // A carried operand's chunks move each stored row's lines once, as one chunk of all of k.
+  const int64_t whole_k = std::max<int64_t>(k, 1);
+  const int64_t b_chunk = tiles.carry_b ? whole_k : tiles.tile_k;
+  const int64_t a_chunk = tiles.carry_a ? whole_k : tiles.tile_k;
   IoCount count;
-  count.reads = row_blocks * dense_grid_lines(k, b, tiles.tile_k, tiles.tile_n, line_words, layout.b_transposed);
+  count.reads = row_blocks * dense_grid_lines(k, b, b_chunk, tiles.tile_n, line_words, layout.b_transposed);
   if (col_blocks > 0) {
     count.reads += (retain ? 1 : col_blocks) *
-                   dense_grid_lines(a, k, tiles.tile_m, tiles.tile_k, line_words, layout.a_transposed);
+                   dense_grid_lines(a, k, tiles.tile_m, a_chunk, line_words, layout.a_transposed);
   }
   if (accumulate) count.reads += c_lines;
   count.writes = c_lines;
@@ -61,11 +82,12 @@ IoCount predict_tiled_matmul_lines(int64_t a, int64_t k, int64_t b, const Matmul
 }
 
 MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_words,
-                                int64_t row_words, MatmulLayout layout, int64_t line_words) {
+                                int64_t row_words, MatmulLayout layout, int64_t line_words,
+                                int64_t carry_room) {
   io::check_line_words("choose_matmul_tiles", line_words);
-  if (a < 0 || k < 0 || b < 0 || row_words < 0) {
+  if (a < 0 || k < 0 || b < 0 || row_words < 0 || carry_room < 0) {
     fail("choose_matmul_tiles: sizes must be non-negative, got a ", a, ", k ", k, ", b ", b,
-         ", row_words ", row_words);
+         ", row_words ", row_words, ", carry_room ", carry_room);
   }
   const int64_t minimum = tiled_matmul_min_cache_words(row_words);
   if (cache_words < minimum) {
@@ -92,7 +114,14 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
     if (tiles.tile_k != best.tile_k) return tiles.tile_k > best.tile_k;
     return tiles.tile_m * tiles.tile_n > best.tile_m * best.tile_n;
   };
-  const auto evaluate = [&](const MatmulTiles& tiles) {
+  // The tiles and the hooks' rows within cache_words; a carry in what they leave plus carry_room.
+  const auto fits_memory = [&](const MatmulTiles& tiles) {
+    const int64_t tile_words = tiled_matmul_fast_words(tiles) - tiled_matmul_carry_words(tiles);
+    const int64_t left = cache_words - tile_words - row_words * tiles.tile_m;
+    return left >= 0 && tiled_matmul_carry_words(tiles) <= left + carry_room;
+  };
+  const auto consider_one = [&](const MatmulTiles& tiles) {
+    if (!fits_memory(tiles)) return;
     const int64_t reads = predict_tiled_matmul(a, k, b, tiles).reads;
     const int64_t lines = line_words == 1
                               ? reads
@@ -103,12 +132,42 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
       best_reads = reads;
     }
   };
-  // The chunk takes the memory the tile and the hooks leave, up to all of k.
-  const auto fill_chunk = [&](MatmulTiles tiles) {
-    const int64_t avail = cache_words - row_words * tiles.tile_m;
+  // The operands a carry would keep for these tiles: those stored along k, when chunks of k
+  // split lines (tiled_matmul.hpp, "Line carry"), and only chunks of at least half a line: a
+  // shorter chunk leaves the kernels' register blocks along k idle (chunks of 1 with a carry ran
+  // small_cache 1.2x to 3.3x slower at n 1024, d 64, M 1024 to 12288), a cost the lines do not
+  // show.
+  const auto carried = [&](MatmulTiles tiles) {
+    const bool split = line_words > 1 && tiles.tile_k < k && tiles.tile_k % line_words != 0 &&
+                       2 * tiles.tile_k >= line_words;
+    tiles.carry_a = split && !layout.a_transposed;
+    tiles.carry_b = split && layout.b_transposed;
+    tiles.carry_line_words = tiles.carry_a || tiles.carry_b ? line_words : 0;
+    return tiles;
+  };
+  // Each candidate without a carry and, where one applies, with it.
+  const auto evaluate = [&](MatmulTiles tiles) {
+    tiles.carry_a = tiles.carry_b = false;
+    tiles.carry_line_words = 0;
+    consider_one(tiles);
+    const MatmulTiles with_carry = carried(tiles);
+    if (with_carry.carry_line_words > 0) consider_one(with_carry);
+  };
+  // The chunk takes the memory the tile, the hooks and `reserve` words leave, up to all of k (at
+  // least the chunk given).
+  const auto fill_chunk = [&](MatmulTiles tiles, int64_t reserve = 0) {
+    const int64_t avail = cache_words - row_words * tiles.tile_m - reserve;
     tiles.tile_k = std::min(max_k, std::max(tiles.tile_k, (avail - tiles.tile_m * tiles.tile_n) /
                                                               (tiles.tile_m + tiles.tile_n)));
     return tiles;
+  };
+  // The words a carry of these tiles would take from cache_words: a line per row of op(A) and per
+  // column of op(B) where they are stored along k, less the carry_room beside cache_words.
+  const auto carry_reserve = [&](const MatmulTiles& tiles) {
+    if (line_words == 1) return int64_t{0};
+    const int64_t carry = ((layout.a_transposed ? 0 : tiles.tile_m) + (layout.b_transposed ? tiles.tile_n : 0)) *
+                          line_words;
+    return std::max<int64_t>(carry - carry_room, 0);
   };
   // A side rounded down to whole lines, where it is at least a line and not the whole matrix.
   const auto whole_lines = [&](int64_t side, int64_t whole) {
@@ -122,6 +181,13 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
     even.tile_m = ceil_div(max_m, ceil_div(max_m, tiles.tile_m));
     even.tile_n = ceil_div(max_n, ceil_div(max_n, tiles.tile_n));
     evaluate(fill_chunk(even));
+    if (carry_reserve(even) > 0) {
+      // The chunk that leaves room for a carry (from a chunk of 1: the carry may need a shorter
+      // one than the tiles came with).
+      MatmulTiles shorter = even;
+      shorter.tile_k = 1;
+      evaluate(fill_chunk(shorter, carry_reserve(even)));
+    }
     if (line_words == 1) return;
     // Lines also depend on where the tiles start: the tile as it is, with its chunk in whole
     // lines too.
@@ -190,6 +256,14 @@ void tiled_matmul(io::FastMemory& fast, const MatmulInput& a, const MatmulInput&
     fail("tiled_matmul: first_row_block ", options.first_row_block,
          " must be >= 0 and row_block_step ", options.row_block_step, " >= 1");
   }
+  // A carried operand continues each chunk from the line the chunk before ended on: it must be
+  // stored along k (op(A) along its columns, op(B) along its rows). CSR operands move without one.
+  if (tiles.carry_a && !a.matrix.is_csr() && !a.matrix.stored_along_cols()) {
+    fail("tiled_matmul: the tiles carry lines of op(A), which is not stored along k");
+  }
+  if (tiles.carry_b && !b.matrix.is_csr() && !b.matrix.stored_along_rows()) {
+    fail("tiled_matmul: the tiles carry lines of op(B), which is not stored along k");
+  }
   const int64_t tile_m = tiles.tile_m;
   const int64_t tile_n = tiles.tile_n;
   const int64_t tile_k = tiles.tile_k;
@@ -202,6 +276,9 @@ void tiled_matmul(io::FastMemory& fast, const MatmulInput& a, const MatmulInput&
   // (tile_k, tile_n), or (tile_n, tile_k) when the tile is narrower than the kernels' vectors: the
   // same words, loaded from the transposed view, so that the kernel runs dot products along k.
   auto b_chunk = fast.allocate<float>(tile_k * tile_n, "tiled_matmul B chunk");
+  // The carried lines' words. The lines stay where they are (natively in the hardware cache,
+  // which keeps them as the next chunk reads on); the model's fast memory holds their words.
+  auto carry = fast.allocate<float>(tiled_matmul_carry_words(tiles), "tiled_matmul line carry");
   const bool b_transposed = small_cache_kernels::prefers_transposed_b(std::min(tile_n, cols_b));
   const SlowMatrix<const float> b_transpose = b.matrix.transposed();
 
@@ -230,11 +307,22 @@ void tiled_matmul(io::FastMemory& fast, const MatmulInput& a, const MatmulInput&
       for (int64_t k0 = 0; k0 < inner; k0 += tile_k) {
         const int64_t depth = std::min(tile_k, inner - k0);
         if (!retain || col0 == 0) {
-          fast.load(a.operand, a.matrix, row0, k0, rows, depth, a_chunk, 0, tile_k);
+          if (tiles.carry_a && k0 > 0) {
+            fast.load_continued(a.operand, a.matrix, row0, k0, rows, depth, a_chunk, 0, tile_k);
+          } else {
+            fast.load(a.operand, a.matrix, row0, k0, rows, depth, a_chunk, 0, tile_k);
+          }
           hooks.transform_a(row0, k0, rows, depth, a_chunk.data(), tile_k);
         }
+        const bool continue_b = tiles.carry_b && k0 > 0;
         if (b_transposed) {
-          fast.load(b.operand, b_transpose, col0, k0, cols, depth, b_chunk, 0, tile_k);
+          if (continue_b) {
+            fast.load_continued(b.operand, b_transpose, col0, k0, cols, depth, b_chunk, 0, tile_k);
+          } else {
+            fast.load(b.operand, b_transpose, col0, k0, cols, depth, b_chunk, 0, tile_k);
+          }
+        } else if (continue_b) {
+          fast.load_continued(b.operand, b.matrix, k0, col0, depth, cols, b_chunk, 0, tile_n);
         } else {
           fast.load(b.operand, b.matrix, k0, col0, depth, cols, b_chunk, 0, tile_n);
         }

@@ -15,17 +15,27 @@
 // Words moved, exactly (na = ceil(a / tile_m), nb = ceil(b / tile_n), retain = tile_k >= k):
 //   reads  = k * b * na  +  (nb == 0 ? 0 : a * k * (retain ? 1 : nb))  +  (accumulate ? a * b : 0)
 //   writes = a * b
-// Fast memory: tile_m * tile_n + tile_m * tile_k + tile_k * tile_n words, plus what the hooks
-// allocate (the caller allocates those before the call).
+// Fast memory: tile_m * tile_n + tile_m * tile_k + tile_k * tile_n words, plus the line carry
+// (below), plus what the hooks allocate (the caller allocates those before the call).
+//
+// Line carry. When lines are counted and a chunk of k is not a whole number of lines, consecutive
+// chunks of an operand stored along k (op(A) row-major, op(B) a transposed view) share a line in
+// every stored row: the chunk before ended on it. With a carry (chosen with the tiles), the
+// schedule keeps that line in fast memory for the next chunk, carry_line_words words per row of
+// the A chunk (carry_a) and per column of the B chunk (carry_b), and the next chunk does not move it
+// again (FastMemory::load_continued). A real cache keeps that line just so; without the carry the
+// model would count it twice.
 //
 // Lines moved (io.hpp's line model, lines of L words), exactly, for operands that are dense
 // row-major arrays or transposed views of one (MatmulLayout), with G(view, tile) = io::grid_lines
 // over the view tiled by the tile:
-//   reads  = na * G(op(B), tile_k x tile_n) + (retain ? 1 : nb) * G(op(A), tile_m x tile_k)
+//   reads  = na * G(op(B), (carry_b ? k : tile_k) x tile_n)
+//            + (retain ? 1 : nb) * G(op(A), tile_m x (carry_a ? k : tile_k))
 //            + (accumulate ? G(C, tile_m x tile_n) : 0)
 //   writes = G(C, tile_m x tile_n)
 // A row-major view's tile costs rows * (lines its columns span); a transposed one's cols * (lines
-// its rows span). Tiles whose contiguous side is a multiple of L cost words / L.
+// its rows span). Tiles whose contiguous side is a multiple of L cost words / L. With a carry, the
+// chunks of a stored row move that row's lines once, as one chunk of all of k would.
 //
 // Hooks fuse elementwise steps into the product where that saves passes over slow memory: a
 // transform of each loaded A chunk (P = exp(S - lse) as S is loaded), and an epilogue on
@@ -45,6 +55,10 @@ struct MatmulTiles {
   int64_t tile_m = 1;  // output tile rows
   int64_t tile_n = 1;  // output tile columns
   int64_t tile_k = 1;  // inner-dimension chunk
+  // The line carry (above): the line size it keeps, 0 for none, and which operands it keeps.
+  int64_t carry_line_words = 0;
+  bool carry_a = false;
+  bool carry_b = false;
 };
 
 // How op(A) and op(B) lie in slow memory, for the line counts: a dense row-major array, or the
@@ -95,8 +109,11 @@ struct MatmulOptions {
   int64_t row_block_step = 1;
 };
 
-// Words the product itself holds in fast memory.
+// Words the product itself holds in fast memory, the line carry included.
 int64_t tiled_matmul_fast_words(const MatmulTiles& tiles);
+
+// Words of the line carry alone.
+int64_t tiled_matmul_carry_words(const MatmulTiles& tiles);
 
 // The smallest M for which choose_matmul_tiles succeeds: a 1 x 1 tile, one word of A and of B,
 // and `row_words` per tile row for the caller's hooks.
@@ -113,10 +130,13 @@ inline int64_t tiled_matmul_min_cache_words(int64_t row_words = 0) { return 3 + 
 // longer chunk, then the larger tile: the kernels keep outputs in registers over a chunk. Throws
 // InvalidArgument naming the minimum when cache_words is below it.
 // With line_words > 1 the tiles whose sides are the widest that fit rounded down to a multiple of
-// line_words are candidates too, so that a tile's rows are whole lines where that is cheaper.
+// line_words are candidates too, so that a tile's rows are whole lines where that is cheaper, and
+// every candidate whose chunk is not whole lines is weighed with and without a line carry: the
+// carry's words in what the tiles leave of cache_words plus `carry_room` more (the caller's
+// headroom for the lines its copies read, small_cache.hpp).
 MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_words,
                                 int64_t row_words = 0, MatmulLayout layout = {},
-                                int64_t line_words = 1);
+                                int64_t line_words = 1, int64_t carry_room = 0);
 
 // The exact words tiled_matmul moves (formula above); hooks' own moves excluded.
 IoCount predict_tiled_matmul(int64_t a, int64_t k, int64_t b, const MatmulTiles& tiles,
@@ -127,8 +147,9 @@ IoCount predict_tiled_matmul(int64_t a, int64_t k, int64_t b, const MatmulTiles&
 IoCount predict_tiled_matmul_lines(int64_t a, int64_t k, int64_t b, const MatmulTiles& tiles,
                                    MatmulLayout layout, int64_t line_words, bool accumulate = false);
 
-// Runs the schedule. Throws InvalidArgument on inconsistent shapes or tiles below 1 (nothing
-// written), RuntimeError from FastMemory when the buffers do not fit.
+// Runs the schedule. Throws InvalidArgument on inconsistent shapes, tiles below 1 or a carry of an
+// operand that is not stored along k (nothing written), RuntimeError from FastMemory when the
+// buffers do not fit.
 void tiled_matmul(io::FastMemory& fast, const MatmulInput& a, const MatmulInput& b,
                   const MatmulOutput& c, const MatmulTiles& tiles,
                   const MatmulOptions& options = {});

@@ -36,12 +36,14 @@ InputOperand InputOperand::of(const SlowMatrix<const float>& view) {
   return dense(view.rows(), view.cols());
 }
 
-CsrTileWords InputOperand::tile(int64_t row0, int64_t rows, int64_t col0, int64_t cols) const {
+CsrTileWords InputOperand::tile(int64_t row0, int64_t rows, int64_t col0, int64_t cols, bool continued) const {
   if (is_csr_) return io::csr_tile_words(csr_, row0, rows, col0, cols);
   CsrTileWords words;
   words.values = rows * cols;  // a dense tile: every word a value
   // A dense operand is a row-major array of its head (schedules/common/dense_lines.hpp's layout).
-  words.value_lines = io::tile_lines(cols_, 1, cols_, row0, col0, rows, cols, io::kDefaultLineWords);
+  const int64_t line = io::kDefaultLineWords;
+  words.value_lines = continued ? io::continued_tile_lines(cols_, 1, cols_, row0, col0, rows, cols, line)
+                                : io::tile_lines(cols_, 1, cols_, row0, col0, rows, cols, line);
   return words;
 }
 
@@ -104,10 +106,12 @@ struct ProductOperand {
   const InputOperand* input = nullptr;
   io::CsrTileWords InputTraffic::*field = nullptr;
   bool transposed = false;
-  InputTraffic operator()(int64_t row0, int64_t rows, int64_t col0, int64_t cols) const {
+  // `continued`: a chunk of k after the first, with the tiles' line carry (tiled_matmul.hpp).
+  InputTraffic operator()(int64_t row0, int64_t rows, int64_t col0, int64_t cols, bool continued = false) const {
     InputTraffic words;
     if (input != nullptr) {
-      words.*field = transposed ? input->tile(col0, cols, row0, rows) : input->tile(row0, rows, col0, cols);
+      words.*field = transposed ? input->tile(col0, cols, row0, rows, continued)
+                                : input->tile(row0, rows, col0, cols, continued);
     }
     return words;
   }
@@ -115,7 +119,8 @@ struct ProductOperand {
 
 // tiled_matmul's loads of op(A) (a x k) and op(B) (k x b) (tiled_matmul.hpp): each A chunk per row
 // block and k chunk, once when the chunk covers k (the panel is kept) or else per column block;
-// each B chunk per column block and k chunk, once per row block.
+// each B chunk per column block and k chunk, once per row block; chunks after the first continued
+// where the tiles carry that operand's lines.
 InputTraffic matmul_inputs(int64_t a, int64_t k, int64_t b, const MatmulTiles& tiles, const ProductOperand& op_a,
                            const ProductOperand& op_b) {
   InputTraffic sum;
@@ -124,13 +129,16 @@ InputTraffic matmul_inputs(int64_t a, int64_t k, int64_t b, const MatmulTiles& t
   if (row_blocks == 0 || col_blocks == 0) return sum;  // nothing is loaded
   for (int64_t row0 = 0; row0 < a; row0 += tiles.tile_m) {
     for (int64_t k0 = 0; k0 < k; k0 += tiles.tile_k) {
-      sum += scaled(op_a(row0, std::min(tiles.tile_m, a - row0), k0, std::min(tiles.tile_k, k - k0)),
+      sum += scaled(op_a(row0, std::min(tiles.tile_m, a - row0), k0, std::min(tiles.tile_k, k - k0),
+                         tiles.carry_a && k0 > 0),
                     tiles.tile_k >= k ? 1 : col_blocks);
     }
   }
   for (int64_t col0 = 0; col0 < b; col0 += tiles.tile_n) {
     for (int64_t k0 = 0; k0 < k; k0 += tiles.tile_k) {
-      sum += scaled(op_b(k0, std::min(tiles.tile_k, k - k0), col0, std::min(tiles.tile_n, b - col0)), row_blocks);
+      sum += scaled(op_b(k0, std::min(tiles.tile_k, k - k0), col0, std::min(tiles.tile_n, b - col0),
+                         tiles.carry_b && k0 > 0),
+                    row_blocks);
     }
   }
   return sum;

@@ -34,7 +34,9 @@ class InputOperand {
   int64_t cols() const { return cols_; }
   bool is_csr() const { return is_csr_; }
   // The words one load of stored rows [row0, row0 + rows) x columns [col0, col0 + cols) moves.
-  io::CsrTileWords tile(int64_t row0, int64_t rows, int64_t col0, int64_t cols) const;
+  // `continued`: the load continues the one before along the stored rows with the line they share
+  // carried (io::continued_tile_lines; a CSR load has no carry).
+  io::CsrTileWords tile(int64_t row0, int64_t rows, int64_t col0, int64_t cols, bool continued = false) const;
 
  private:
   int64_t rows_ = 0;

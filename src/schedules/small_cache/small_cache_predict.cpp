@@ -87,19 +87,21 @@ SmallCacheTiles small_cache_tiles(const HeadShape& shape, int64_t cache_words, P
   const int64_t line = line_words;
   // The tiles get half of M when lines are counted: every tile is a copy, and a copy moves the
   // lines it reads through the cache beside the tile it fills, so a step holds about twice its
-  // tiles' words (docs/io_model.md, "Headroom"). With words alone (L = 1) the model's M is the
-  // tiles'. Never below the schedule's minimum.
+  // tiles' words (docs/io_model.md, "Headroom"). The other half holds those lines, and the lines
+  // a chunk carries to the next (tiled_matmul.hpp, "Line carry") are counted there. With words
+  // alone (L = 1) the model's M is the tiles'. Never below the schedule's minimum.
   const int64_t budget = line > 1 ? std::max(minimum, cache_words / 2) : cache_words;
+  const int64_t room = cache_words - budget;
   if (pass == Pass::forward) {
-    tiles.scores = choose_matmul_tiles(m, d, n, budget, kForwardScoresRowWords, kScoresLayout, line);
-    tiles.output = choose_matmul_tiles(m, n, dv, budget, kForwardOutputRowWords, kRowMajor, line);
+    tiles.scores = choose_matmul_tiles(m, d, n, budget, kForwardScoresRowWords, kScoresLayout, line, room);
+    tiles.output = choose_matmul_tiles(m, n, dv, budget, kForwardOutputRowWords, kRowMajor, line, room);
     return tiles;
   }
-  tiles.scores = choose_matmul_tiles(m, d, n, budget, kBackwardScoresRowWords, kScoresLayout, line);
-  tiles.d_scores = choose_matmul_tiles(m, dv, n, budget, kBackwardDScoresRowWords, kScoresLayout, line);
-  tiles.dq = choose_matmul_tiles(m, n, d, budget, 0, kRowMajor, line);
-  tiles.dk = choose_matmul_tiles(n, m, d, budget, 0, kTransposedA, line);
-  tiles.dv = choose_matmul_tiles(n, m, dv, budget, 0, kTransposedA, line);
+  tiles.scores = choose_matmul_tiles(m, d, n, budget, kBackwardScoresRowWords, kScoresLayout, line, room);
+  tiles.d_scores = choose_matmul_tiles(m, dv, n, budget, kBackwardDScoresRowWords, kScoresLayout, line, room);
+  tiles.dq = choose_matmul_tiles(m, n, d, budget, 0, kRowMajor, line, room);
+  tiles.dk = choose_matmul_tiles(n, m, d, budget, 0, kTransposedA, line, room);
+  tiles.dv = choose_matmul_tiles(n, m, dv, budget, 0, kTransposedA, line, room);
   // D pass: a rows x cols chunk of dO and of O and one sum per row, 2 rows cols + rows <= M.
   tiles.delta_cols = std::min(std::max<int64_t>(dv, 1), (budget - 1) / 2);
   tiles.delta_rows = std::min(std::max<int64_t>(m, 1), budget / (2 * tiles.delta_cols + 1));
