@@ -146,7 +146,7 @@ TEST(SmallCacheIo, LinesCountExactlyForEveryLineSize) {
 }
 
 // The tiles the line model chooses move fewer lines than those chosen for words alone: n = 512,
-// d = 64, M = 1024, backward (1.07M lines against 3.02M; 11.6M words against 6.52M).
+// d = 64, M = 1024, backward (0.73M lines against 3.02M; 11.6M words against 6.52M).
 TEST(SmallCacheIo, TilesChosenForLinesAreWholeLinesAndMoveFewerLines) {
   const HeadShape shape{512, 512, 64, 64};
   const SmallCacheTiles lines = small_cache_tiles(shape, 1024, Pass::backward, 16);

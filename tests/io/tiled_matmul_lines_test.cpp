@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
 
 namespace {
@@ -19,13 +18,7 @@ using spattn::io::Operand;
 using spattn::testing::contains;
 using spattn::testing::message_of;
 
-std::vector<float> random_values(int64_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(count));
-  for (float& v : x) v = dist(rng);
-  return x;
-}
+using spattn::testing::random_floats;
 
 // op(A) (a, k) and op(B) (k, b) as `layout` lays them out: A stored row-major (a, k) or as the
 // transpose of a stored (k, a); B stored row-major (k, b) or as the transpose of a stored (b, k).
@@ -35,8 +28,8 @@ struct Product {
   std::vector<float> a_stored, b_stored;
 
   Product(int64_t rows, int64_t inner, int64_t cols, MatmulLayout how)
-      : a(rows), k(inner), b(cols), layout(how), a_stored(random_values(rows * inner, 1)),
-        b_stored(random_values(inner * cols, 2)) {}
+      : a(rows), k(inner), b(cols), layout(how), a_stored(random_floats(rows * inner, 1)),
+        b_stored(random_floats(inner * cols, 2)) {}
 
   float a_at(int64_t i, int64_t p) const {
     return a_stored[static_cast<size_t>(layout.a_transposed ? p * a + i : i * k + p)];
