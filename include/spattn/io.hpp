@@ -74,16 +74,27 @@ int64_t chunked_lines(int64_t total, int64_t chunk, int64_t line_words);
 // Throws InvalidArgument naming `where` unless line_words >= 1.
 void check_line_words(const char* where, int64_t line_words);
 
-// The rule, for a dense view of `view_cols` columns whose element (r, c) lies at word
-// r * row_stride + c * col_stride of its array: the lines a move of the rows x cols tile at
-// (row0, col0) touches. Stored rows run along the unit stride; a one-column view with unit row
-// stride is one stored row (a vector); a view with no unit stride moves one line per word.
+// Which way the stored rows of a dense view of `view_cols` columns run, its element (r, c) at word
+// r * row_stride + c * col_stride of its array: along the unit stride; a one-column view with unit
+// row stride is one stored row (a vector); a view with no unit stride has none.
+enum class StoredAlong : uint8_t { cols, rows, neither };
+inline StoredAlong stored_along(int64_t row_stride, int64_t col_stride, int64_t view_cols) {
+  const bool column_vector = view_cols == 1 && row_stride == 1;
+  if (col_stride == 1 && !column_vector) return StoredAlong::cols;
+  return row_stride == 1 ? StoredAlong::rows : StoredAlong::neither;
+}
+
+// The rule: the lines a move of the rows x cols tile at (row0, col0) of that view touches, the
+// lines each stored row's run spans; a view with no unit stride moves one line per word.
+
 inline int64_t tile_lines(int64_t row_stride, int64_t col_stride, int64_t view_cols, int64_t row0,
                           int64_t col0, int64_t rows, int64_t cols, int64_t line_words) {
   if (rows <= 0 || cols <= 0) return 0;
-  const bool column_vector = view_cols == 1 && row_stride == 1;
-  if (col_stride == 1 && !column_vector) return rows * segment_lines(col0, cols, line_words);
-  if (row_stride == 1) return cols * segment_lines(row0, rows, line_words);
+  switch (stored_along(row_stride, col_stride, view_cols)) {
+    case StoredAlong::cols: return rows * segment_lines(col0, cols, line_words);
+    case StoredAlong::rows: return cols * segment_lines(row0, rows, line_words);
+    case StoredAlong::neither: break;
+  }
   return rows * cols;
 }
 
@@ -94,13 +105,14 @@ inline int64_t tile_lines(int64_t row_stride, int64_t col_stride, int64_t view_c
 // Summed over consecutive moves that cover a run, the lines are the run's own.
 inline int64_t continued_tile_lines(int64_t row_stride, int64_t col_stride, int64_t view_cols, int64_t row0,
                                     int64_t col0, int64_t rows, int64_t cols, int64_t line_words) {
-  if (rows <= 0 || cols <= 0) return 0;
-  const bool column_vector = view_cols == 1 && row_stride == 1;
-  if (col_stride == 1 && !column_vector) {
-    return rows * (segment_lines(col0, cols, line_words) - (col0 % line_words != 0 ? 1 : 0));
+  const int64_t lines = tile_lines(row_stride, col_stride, view_cols, row0, col0, rows, cols, line_words);
+  if (lines == 0) return 0;
+  switch (stored_along(row_stride, col_stride, view_cols)) {
+    case StoredAlong::cols: return lines - (col0 % line_words != 0 ? rows : 0);
+    case StoredAlong::rows: return lines - (row0 % line_words != 0 ? cols : 0);
+    case StoredAlong::neither: break;  // a line per word, none shared
   }
-  if (row_stride == 1) return cols * (segment_lines(row0, rows, line_words) - (row0 % line_words != 0 ? 1 : 0));
-  return rows * cols;  // no unit stride: a line per word, none shared
+  return lines;
 }
 
 // tile_lines summed over the grid of tile_rows x tile_cols tiles (the last ones shorter) that
@@ -258,10 +270,8 @@ class SlowMatrix {
   int64_t continued_tile_lines(int64_t row0, int64_t col0, int64_t rows, int64_t cols, int64_t line_words) const {
     return io::continued_tile_lines(row_stride_, col_stride_, cols_, row0, col0, rows, cols, line_words);
   }
-  // Whether the stored rows run along the view's columns (unit column stride, not a one-column
-  // view with unit row stride), as tile_lines reads the view; else along its rows or neither.
-  bool stored_along_cols() const { return !is_csr_ && col_stride_ == 1 && !(cols_ == 1 && row_stride_ == 1); }
-  bool stored_along_rows() const { return !is_csr_ && !stored_along_cols() && row_stride_ == 1; }
+  // Which way a dense view's stored rows run, as tile_lines reads it (io::stored_along).
+  StoredAlong stored_along() const { return io::stored_along(row_stride_, col_stride_, cols_); }
   // The transpose, as a view of the same words (no data moves).
   SlowMatrix transposed() const {
     SlowMatrix view = *this;
@@ -398,10 +408,10 @@ class FastMemory {
     ledger_->add_write(operand, kind, words);
     ledger_->add_write_lines(operand, kind, lines);
   }
-  // The copy of load() for a dense `src`, uncounted.
+  // load() and load_continued(): `continued` selects the line count of a dense `src`.
   template <typename S, typename T>
-  static void copy_dense(const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows, int64_t cols, T* out,
-                         int64_t dst_ld);
+  void load_tile(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows, int64_t cols,
+                 FastBuffer<T>& dst, int64_t dst_offset, int64_t dst_ld, WordKind kind, bool continued);
   template <typename S, typename T>
   void load_csr(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
                 int64_t cols, T* out, int64_t dst_ld);

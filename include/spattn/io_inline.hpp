@@ -53,6 +53,20 @@ template <typename S, typename T>
 void FastMemory::load(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0,
                       int64_t rows, int64_t cols, FastBuffer<T>& dst, int64_t dst_offset,
                       int64_t dst_ld, WordKind kind) {
+  load_tile(operand, src, row0, col0, rows, cols, dst, dst_offset, dst_ld, kind, false);
+}
+
+template <typename S, typename T>
+void FastMemory::load_continued(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0,
+                                int64_t rows, int64_t cols, FastBuffer<T>& dst, int64_t dst_offset,
+                                int64_t dst_ld, WordKind kind) {
+  load_tile(operand, src, row0, col0, rows, cols, dst, dst_offset, dst_ld, kind, true);
+}
+
+template <typename S, typename T>
+void FastMemory::load_tile(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows,
+                           int64_t cols, FastBuffer<T>& dst, int64_t dst_offset, int64_t dst_ld, WordKind kind,
+                           bool continued) {
   assert(row0 >= 0 && col0 >= 0 && rows >= 0 && cols >= 0);
   assert(row0 + rows <= src.rows_ && col0 + cols <= src.cols_);
   assert(rows == 0 || cols == 0 || dst_offset + (rows - 1) * dst_ld + cols <= dst.words());
@@ -61,13 +75,6 @@ void FastMemory::load(Operand operand, const SlowMatrix<S>& src, int64_t row0, i
     load_csr(operand, src, row0, col0, rows, cols, out, dst_ld);
     return;
   }
-  copy_dense(src, row0, col0, rows, cols, out, dst_ld);
-  if (counted()) count_read(operand, kind, rows * cols, src.tile_lines(row0, col0, rows, cols, line_words()));
-}
-
-template <typename S, typename T>
-void FastMemory::copy_dense(const SlowMatrix<S>& src, int64_t row0, int64_t col0, int64_t rows, int64_t cols,
-                            T* out, int64_t dst_ld) {
   for (int64_t r = 0; r < rows; ++r) {
     const S* in = src.data_ + (row0 + r) * src.row_stride_ + col0 * src.col_stride_;
     T* out_row = out + r * dst_ld;
@@ -77,22 +84,10 @@ void FastMemory::copy_dense(const SlowMatrix<S>& src, int64_t row0, int64_t col0
       for (int64_t c = 0; c < cols; ++c) out_row[c] = static_cast<T>(in[c * src.col_stride_]);
     }
   }
-}
-
-template <typename S, typename T>
-void FastMemory::load_continued(Operand operand, const SlowMatrix<S>& src, int64_t row0, int64_t col0,
-                                int64_t rows, int64_t cols, FastBuffer<T>& dst, int64_t dst_offset,
-                                int64_t dst_ld, WordKind kind) {
-  if (src.is_csr_) {
-    load(operand, src, row0, col0, rows, cols, dst, dst_offset, dst_ld, kind);
-    return;
-  }
-  assert(row0 >= 0 && col0 >= 0 && rows >= 0 && cols >= 0);
-  assert(row0 + rows <= src.rows_ && col0 + cols <= src.cols_);
-  assert(rows == 0 || cols == 0 || dst_offset + (rows - 1) * dst_ld + cols <= dst.words());
-  copy_dense(src, row0, col0, rows, cols, dst.data() + dst_offset, dst_ld);
   if (counted()) {
-    count_read(operand, kind, rows * cols, src.continued_tile_lines(row0, col0, rows, cols, line_words()));
+    const int64_t lines = continued ? src.continued_tile_lines(row0, col0, rows, cols, line_words())
+                                    : src.tile_lines(row0, col0, rows, cols, line_words());
+    count_read(operand, kind, rows * cols, lines);
   }
 }
 

@@ -166,7 +166,9 @@ TEST(TiledMatmulLines, TheChoiceTakesACarryWhereItMovesFewerLines) {
   EXPECT_LE(tiled_matmul_fast_words(tiles) - tiled_matmul_carry_words(tiles), 512);
   for (int64_t cache_words : {40, 100, 300, 1000, 3000}) {
     const MatmulTiles chosen = choose_matmul_tiles(97, 257, 97, cache_words, 0, kScores, 16, cache_words);
-    if (chosen.carry_a || chosen.carry_b) EXPECT_GE(2 * chosen.tile_k, 16) << cache_words;
+    if (chosen.carry_a || chosen.carry_b) {
+      EXPECT_GE(2 * chosen.tile_k, 16) << cache_words;
+    }
   }
 }
 

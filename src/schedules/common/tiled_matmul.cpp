@@ -116,9 +116,9 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
   };
   // The tiles and the hooks' rows within cache_words; a carry in what they leave plus carry_room.
   const auto fits_memory = [&](const MatmulTiles& tiles) {
-    const int64_t tile_words = tiled_matmul_fast_words(tiles) - tiled_matmul_carry_words(tiles);
-    const int64_t left = cache_words - tile_words - row_words * tiles.tile_m;
-    return left >= 0 && tiled_matmul_carry_words(tiles) <= left + carry_room;
+    const int64_t carry = tiled_matmul_carry_words(tiles);
+    const int64_t left = cache_words - (tiled_matmul_fast_words(tiles) - carry) - row_words * tiles.tile_m;
+    return left >= 0 && carry <= left + carry_room;
   };
   const auto consider_one = [&](const MatmulTiles& tiles) {
     if (!fits_memory(tiles)) return;
@@ -137,21 +137,21 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
   // shorter chunk leaves the kernels' register blocks along k idle (chunks of 1 with a carry ran
   // small_cache 1.2x to 3.3x slower at n 1024, d 64, M 1024 to 12288), a cost the lines do not
   // show.
-  const auto carried = [&](MatmulTiles tiles) {
-    const bool split = line_words > 1 && tiles.tile_k < k && tiles.tile_k % line_words != 0 &&
-                       2 * tiles.tile_k >= line_words;
-    tiles.carry_a = split && !layout.a_transposed;
-    tiles.carry_b = split && layout.b_transposed;
+  const auto with_carry = [&](MatmulTiles tiles, bool carry) {
+    tiles.carry_a = carry && !layout.a_transposed;
+    tiles.carry_b = carry && layout.b_transposed;
     tiles.carry_line_words = tiles.carry_a || tiles.carry_b ? line_words : 0;
     return tiles;
   };
+  const auto carried = [&](const MatmulTiles& tiles) {
+    return with_carry(tiles, line_words > 1 && tiles.tile_k < k && tiles.tile_k % line_words != 0 &&
+                                 2 * tiles.tile_k >= line_words);
+  };
   // Each candidate without a carry and, where one applies, with it.
-  const auto evaluate = [&](MatmulTiles tiles) {
-    tiles.carry_a = tiles.carry_b = false;
-    tiles.carry_line_words = 0;
-    consider_one(tiles);
-    const MatmulTiles with_carry = carried(tiles);
-    if (with_carry.carry_line_words > 0) consider_one(with_carry);
+  const auto evaluate = [&](const MatmulTiles& tiles) {
+    consider_one(with_carry(tiles, false));
+    const MatmulTiles carrying = carried(tiles);
+    if (carrying.carry_line_words > 0) consider_one(carrying);
   };
   // The chunk takes the memory the tile, the hooks and `reserve` words leave, up to all of k (at
   // least the chunk given).
@@ -165,9 +165,7 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
   // column of op(B) where they are stored along k, less the carry_room beside cache_words.
   const auto carry_reserve = [&](const MatmulTiles& tiles) {
     if (line_words == 1) return int64_t{0};
-    const int64_t carry = ((layout.a_transposed ? 0 : tiles.tile_m) + (layout.b_transposed ? tiles.tile_n : 0)) *
-                          line_words;
-    return std::max<int64_t>(carry - carry_room, 0);
+    return std::max<int64_t>(tiled_matmul_carry_words(with_carry(tiles, true)) - carry_room, 0);
   };
   // A side rounded down to whole lines, where it is at least a line and not the whole matrix.
   const auto whole_lines = [&](int64_t side, int64_t whole) {
@@ -258,10 +256,10 @@ void tiled_matmul(io::FastMemory& fast, const MatmulInput& a, const MatmulInput&
   }
   // A carried operand continues each chunk from the line the chunk before ended on: it must be
   // stored along k (op(A) along its columns, op(B) along its rows). CSR operands move without one.
-  if (tiles.carry_a && !a.matrix.is_csr() && !a.matrix.stored_along_cols()) {
+  if (tiles.carry_a && !a.matrix.is_csr() && a.matrix.stored_along() != io::StoredAlong::cols) {
     fail("tiled_matmul: the tiles carry lines of op(A), which is not stored along k");
   }
-  if (tiles.carry_b && !b.matrix.is_csr() && !b.matrix.stored_along_rows()) {
+  if (tiles.carry_b && !b.matrix.is_csr() && b.matrix.stored_along() != io::StoredAlong::rows) {
     fail("tiled_matmul: the tiles carry lines of op(B), which is not stored along k");
   }
   const int64_t tile_m = tiles.tile_m;
