@@ -19,8 +19,11 @@ kinds, reads each case's work terms from `spattn plan --objective time`, and
 Usage (from the repository root, after building):
     python3 scripts/fit_time_rates.py [--build build] [--n 1024,2048,4096] [--d 64,128]
                                       [--reps 3] [--masks SPEC;SPEC;...] [--data FILE]
+                                      [--memory words|lines]
 `--data FILE` saves the measurements (JSON) and reuses them when the file exists (refit without
-re-running). Pure Python 3 (no numpy), so it runs wherever the project builds.
+re-running). `--memory lines` prices the words of each run's predicted lines of 16 words in place
+of its words (both are read from the plan): the check of whether time over a mask follows lines
+(docs/results.md, section 2.4). Pure Python 3 (no numpy), so it runs wherever the project builds.
 """
 
 import argparse
@@ -38,6 +41,9 @@ DEFAULT_MASKS = [
     "random_blocks:p=0.1", "causal", "dilated_window:w=64,dilation=4",
 ]
 
+# The line size of `spattn plan`'s predicted lines (its default, 64 bytes of fp32).
+LINE_WORDS = 16
+
 # The terms of each algorithm's price, in the order of the fitted coefficients.
 TERMS = ["flash_flops", "words", "partial_pairs", "entry_visits", "walk_steps", "small_cache_flops"]
 
@@ -54,7 +60,7 @@ def number(text):
 
 
 COST_LINE = re.compile(
-    r"^  (flash|small_cache): (\d+) words .*?, ([0-9.e+]+) flops, time price ([0-9.e+]+)"
+    r"^  (flash|small_cache): (\d+) words .*?(?:, (\d+) lines)?, ([0-9.e+]+) flops, time price ([0-9.e+]+)"
     r"(?: \(([0-9.e+]+) partial-tile pairs\))?(?: \(([0-9.e+]+) entry visits, ([0-9.e+]+) walk steps\))?")
 RATE = r"([0-9.]+(?:e[+-]?\d+)?)"  # a rate as the plan prints it (a double: 26, 0.5, 1e-05)
 RATES_LINE = re.compile(rf"price in flash flops: {RATE} per word, flops, {RATE} per pair of a partial tile")
@@ -74,17 +80,18 @@ def plan_terms(build, n, d, m, mask):
         match = COST_LINE.match(line)
         if match:
             algorithm = match.group(1)
-            words, flops = number(match.group(2)), number(match.group(3))
+            words, flops = number(match.group(2)), number(match.group(4))
             t = dict.fromkeys(TERMS, 0.0)
             t["words"] = words
+            t["lines"] = number(match.group(3))
             if algorithm == "flash":
                 t["flash_flops"] = flops
-                t["partial_pairs"] = number(match.group(5))
+                t["partial_pairs"] = number(match.group(6))
             else:
                 t["small_cache_flops"] = flops
-                t["entry_visits"] = number(match.group(6))
-                t["walk_steps"] = number(match.group(7))
-            t["price"] = number(match.group(4))
+                t["entry_visits"] = number(match.group(7))
+                t["walk_steps"] = number(match.group(8))
+            t["price"] = number(match.group(5))
             terms[(pass_name, algorithm)] = t
         match = RATES_LINE.search(line)
         if match:
@@ -198,6 +205,9 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--masks", default=";".join(DEFAULT_MASKS), help="PATTERN-SPECs separated by ';'")
     parser.add_argument("--data", help="JSON file: the measurements are saved there, or read if it exists")
+    parser.add_argument("--memory", choices=("words", "lines"), default="words",
+                        help="what the rate per word multiplies over a mask: the words moved (as the library "
+                             f"prices them) or the words of the predicted lines (lines x {LINE_WORDS})")
     args = parser.parse_args()
     args.n = [int(v) for v in args.n.split(",")]
     args.d = [int(v) for v in args.d.split(",")]
@@ -211,6 +221,14 @@ def main():
         if args.data:
             json.dump(data, open(args.data, "w"), indent=1)
     cases, in_use = data["cases"], data["rates"]
+    if args.memory == "lines":
+        for case in cases:
+            for algorithm in ("flash", "small_cache"):
+                run_ = case[algorithm]
+                if not run_.get("lines"):
+                    sys.exit(f"fit_time_rates: no predicted lines for {algorithm} on {case['mask']} n {case['n']}")
+                run_["words"] = run_["lines"] * LINE_WORDS
+    print(f"the rate per word prices {'the words of the predicted lines' if args.memory == 'lines' else 'the words moved'}")
 
     current = dict(in_use, flash_flops=1.0)
     report(cases, current, "rates in use (flash flops per unit)")

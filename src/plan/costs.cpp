@@ -48,8 +48,9 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
 // flops + a rate per pair of a partial tile (flash, dense small_cache; the density-adaptive
 // small_cache prices its work instead). For a full mask the words priced are the words the
 // predicted lines carry (lines x L): memory moves whole lines. Over a mask the words themselves,
-// as the density-adaptive small_cache's price has them (its rates were fitted on words, and its
-// word-at-a-time moves reuse their lines natively). Set the lines first.
+// as the density-adaptive small_cache's price has them: its one-word moves touch a line each,
+// lines the L1 and L2 serve, and priced in lines auto ran the slower algorithm more often
+// (docs/results.md 2.4, "Words or lines over a mask"). Set the lines first.
 enum class Priced : uint8_t { words, lines };
 void set_flops(AlgorithmCost& cost, Priced priced, int64_t flops, int64_t partial_pairs = 0) {
   cost.flops = flops;

@@ -20,8 +20,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // What choose_sweep minimizes for a sweep's tiles, first then second: for words, the lines and
 // then the words (the words alone when L = 1); for time, the time price of the words, the entry
-// visits and the walk (the flops are the same for every tile of a sweep; the rates were fitted
-// on words, and word-at-a-time moves of a row's entries reuse their lines natively).
+// visits and the walk (the flops are the same for every tile of a sweep; words, not lines:
+// docs/results.md 2.4, "Words or lines over a mask").
 struct SweepPrice {
   int64_t first = -1;
   int64_t second = 0;
