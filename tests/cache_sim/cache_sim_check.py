@@ -15,9 +15,9 @@ random mask (5 %); small_cache on the four masks (dense on the full one, the den
 schedule on the others). Every ratio of simulated read misses to read lines must lie in
 [0.8, 1.25], the read lines being those the ledger counted plus the lines of the API's
 finite-value check, which reads every input once before the schedule runs and which the ledger
-does not book. (At M = d^2 / 8 the kernels' own state, about 30 to 50 lines of stack frames,
-constants and step descriptors, does not fit beside tiles that fill M in an LRU of 2M: flash
-misses up to 4x its lines there; --table shows it.) --table: flash and
+does not book. (At M = d^2 / 8 the call's own state, step descriptors, views, a partial tile's
+bits and lists, the stack, shares an LRU of 2M with tiles that fill M: flash misses up to 1.7x
+its lines there and the density-adaptive small_cache up to 1.6x; --table shows it.) --table: flash and
 small_cache over four masks and M from d^2 / 8 to n d, printed (docs/io_model.md, "Against a
 cache simulator"). --claims: the paper's dense claims on the simulated cache, in lines moved
 (read and write misses): small_cache against flash at M = d^2 / 16, d^2 / 4 and 16 d^2 for d = 64

@@ -4,6 +4,7 @@
 // portable small-cache kernels (small_cache_kernels.hpp) are compiled here too.
 #define SPATTN_KERNEL_NAMESPACE portable_kernels
 #include "cpu/kernels/flash_kernels_impl.hpp"
+#include "cpu/kernels/flash_kernels_scalar.hpp"
 #include "cpu/kernels/small_cache_kernels_impl.hpp"
 #include "cpu/kernels/small_cache_kernels_isa.hpp"
 
@@ -18,14 +19,12 @@ using PortableConfig = Config<Lanes4, 12, 12>;
 #else
 using PortableConfig = Config<Lanes1, 12, 12>;
 #endif
-// The scalar steps run only on tiles narrower than a vector: no register blocking (one chunk, one
-// partial sum), the least code.
-using ScalarConfig = Config<Lanes1, 1, 1>;
 }  // namespace
 
-void forward_scalar(const ForwardTile& t) { forward_step<ScalarConfig>(t); }
-void dq_scalar(const DqTile& t) { dq_step<ScalarConfig>(t); }
-void dkdv_scalar(const DkdvTile& t) { dkdv_step<ScalarConfig>(t); }
+// Tiles narrower than a vector: plain loops with little state (flash_kernels_scalar.hpp).
+void forward_scalar(const ForwardTile& t) { scalar::forward(t); }
+void dq_scalar(const DqTile& t) { scalar::dq(t); }
+void dkdv_scalar(const DkdvTile& t) { scalar::dkdv(t); }
 
 void forward_portable(const ForwardTile& t) { forward_step<PortableConfig>(t); }
 void dq_portable(const DqTile& t) { dq_step<PortableConfig>(t); }
