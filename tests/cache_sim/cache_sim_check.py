@@ -16,7 +16,7 @@ schedule on the others). Every ratio of simulated read misses to read lines must
 [0.8, 1.25], the read lines being those the ledger counted plus the lines of the API's
 finite-value check, which reads every input once before the schedule runs and which the ledger
 does not book. (At M = d^2 / 8 the call's own state, step descriptors, views, a partial tile's
-bits and lists, the stack, shares an LRU of 2M with tiles that fill M: flash misses up to 1.7x
+bits and lists, the stack, shares an LRU of 2M with tiles that fill M: flash misses up to 1.8x
 its lines there and the density-adaptive small_cache up to 1.6x; --table shows it.) --table: flash and
 small_cache over four masks and M from d^2 / 8 to n d, printed (docs/io_model.md, "Against a
 cache simulator"). --claims: the paper's dense claims on the simulated cache, in lines moved
