@@ -37,8 +37,10 @@
 #include <sparse_formats/csr.hpp>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <type_traits>
 
@@ -295,6 +297,20 @@ class SlowMatrix {
   Csr csr_;
 };
 
+// Fast buffers start on a 64-byte boundary, a cache line of the CPUs the kernels target, so a
+// tile of w words spans ceil(w / 16) lines of fp32 words in a real cache, as the line model
+// assumes, and not one more where it straddles a boundary (docs/io_model.md, "The line model").
+inline constexpr std::size_t kFastBufferAlignment = 64;
+
+namespace detail {
+struct LineAlignedDelete {
+  template <typename T>
+  void operator()(T* p) const {
+    ::operator delete[](p, std::align_val_t{kFastBufferAlignment});
+  }
+};
+}  // namespace detail
+
 // A buffer in fast memory: `words` entries of T that count towards the capacity while it lives.
 // Schedules allocate their buffers once, outside their loops.
 template <typename T>
@@ -316,7 +332,7 @@ class FastBuffer {
  private:
   friend class FastMemory;
   void release();
-  std::unique_ptr<T[]> storage_;
+  std::unique_ptr<T[], detail::LineAlignedDelete> storage_;
   int64_t words_ = 0;
   FastMemory* owner_ = nullptr;
 };

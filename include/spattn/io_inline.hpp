@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <memory>
 #include <type_traits>
 #include <string>
 #include <utility>
@@ -41,7 +42,11 @@ FastBuffer<T> FastMemory::allocate(int64_t words, const char* what) {
   }
   FastBuffer<T> buffer;
   // Value-initialized: a fresh buffer reads as zeros, so accumulators need no extra pass.
-  buffer.storage_ = std::make_unique<T[]>(static_cast<size_t>(words));
+  static_assert(std::is_trivially_destructible_v<T>, "fast buffers hold plain words");
+  T* storage = static_cast<T*>(
+      ::operator new[](static_cast<size_t>(words) * sizeof(T), std::align_val_t{kFastBufferAlignment}));
+  std::uninitialized_value_construct_n(storage, static_cast<size_t>(words));
+  buffer.storage_.reset(storage);
   buffer.words_ = words;
   buffer.owner_ = this;
   resident_ += words;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -112,6 +113,24 @@ TEST(FastMemory, ResidencyIsTrackedAndReleased) {
   EXPECT_EQ(fast.resident(), 0);
   auto c = fast.allocate<double>(10, "c");
   EXPECT_EQ(ledger.peak_resident(), 10);
+}
+
+// Every buffer begins on a 64-byte line (so a tile of w fp32 words spans ceil(w / 16) lines of a
+// real cache) and reads as zeros when fresh, whatever its type, its size and the buffers before it.
+TEST(FastMemory, BuffersStartOnALineAndReadAsZeros) {
+  FastMemory fast(1 << 12, nullptr, "test");
+  std::vector<FastBuffer<float>> floats;
+  for (int64_t words : {1, 3, 7, 16, 17, 97, 257}) {
+    floats.push_back(fast.allocate<float>(words, "floats"));
+    auto indices = fast.allocate<int64_t>(words, "indices");
+    for (const void* data : {static_cast<const void*>(floats.back().data()), static_cast<const void*>(indices.data())}) {
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(data) % kFastBufferAlignment, 0u) << words << " words";
+    }
+    EXPECT_TRUE(std::all_of(floats.back().data(), floats.back().data() + words, [](float x) { return x == 0.0f; }));
+    EXPECT_TRUE(std::all_of(indices.data(), indices.data() + words, [](int64_t x) { return x == 0; }));
+    std::fill(floats.back().data(), floats.back().data() + words, 1.0f);  // the next ones must not see it
+  }
+  EXPECT_EQ(kFastBufferAlignment, 64u);
 }
 
 TEST(FastMemory, ExceedingCapacityNamesTheScheduleTheBufferAndTheSizes) {
