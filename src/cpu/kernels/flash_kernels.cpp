@@ -4,6 +4,7 @@
 // what the CPU reports (__builtin_cpu_supports).
 #include "cpu/kernels/flash_kernels.hpp"
 
+#include "cpu/kernels/exp_constants.hpp"
 #include "cpu/kernels/flash_kernels_isa.hpp"
 
 #include <spattn/error.hpp>
@@ -13,6 +14,10 @@
 #include <cstring>
 
 namespace spattn::schedules::flash_kernels {
+
+// Here, in a translation unit without kernels, so that the scalar steps load the constants from
+// this one line and cannot fold them back into literals (exp_constants.hpp).
+const ExpConstants kExpConstantsLine = kExpConstants;
 
 namespace {
 

@@ -15,6 +15,8 @@
 #error "define SPATTN_KERNEL_NAMESPACE (one per instruction set) before including the kernels"
 #endif
 
+#include "cpu/kernels/exp_constants.hpp"
+
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -45,7 +47,7 @@
 
 namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kNegInf = kExpConstants.neg_inf;
 
 // ---- lane types ----------------------------------------------------------------------------
 
@@ -145,25 +147,25 @@ SPATTN_KERNEL_INLINE typename L::V bits_to_float_lanes(typename L::Vi x) {
 // degree-7 polynomial, 2^k through the exponent bits. About 1 ulp on [-87, 88]; exactly 0 below
 // -87 (so exp(-inf) = 0, as the masked scores need), exp(0) = 1 exactly, and NaN for NaN (the
 // clamp sends a NaN lane to -87 first, so that the integer conversion and the shift below stay
-// defined, and the last select hands the NaN back).
+// defined, and the last select hands the NaN back). The constants are exp_constants.hpp's:
+// literals by default, read from memory where `c` is kExpConstantsLine.
 template <typename L>
-SPATTN_KERNEL_INLINE typename L::V exp_lanes(typename L::V x) {
+SPATTN_KERNEL_INLINE typename L::V exp_lanes(typename L::V x, const ExpConstants& c = kExpConstants) {
   using V = typename L::V;
-  const V lo = splat<L>(-87.0f);
-  const V hi = splat<L>(88.0f);
+  const V lo = splat<L>(c.lo);
+  const V hi = splat<L>(c.hi);
   V xc = x > lo ? x : lo;  // NaN compares false: lo
   xc = xc > hi ? hi : xc;
-  const float round = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
-  const V k = (xc * 1.44269504088896341f + round) - round;
-  V r = xc - k * 0.693359375f;
-  r = r - k * -2.12194440e-4f;
-  V p = splat<L>(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const V y = p * r * r + r + 1.0f;
+  const V k = (xc * c.log2e + c.round) - c.round;
+  V r = xc - k * c.ln2_hi;
+  r = r - k * c.ln2_lo;
+  V p = splat<L>(c.poly[0]);
+  p = p * r + c.poly[1];
+  p = p * r + c.poly[2];
+  p = p * r + c.poly[3];
+  p = p * r + c.poly[4];
+  p = p * r + c.poly[5];
+  const V y = p * r * r + r + c.one;
   // k is in [-126, 127] after the clamp, so 2^k is a normal float.
   const auto exponent = (to_int_lanes<L>(k) + 127) << 23;
   const V result = y * bits_to_float_lanes<L>(exponent);

@@ -4,7 +4,8 @@
 // and then adds its inner rows in order. So they give the vector steps' one-lane values, a zero's
 // sign aside (a masked pair adds a +0 where those add nothing or a -0; tested against them in
 // flash_kernels_scalar_test). The dQ and dK/dV steps keep P and dS in registers, not in the
-// score tile.
+// score tile, and all of them read their constants from one line (kExpConstantsLine,
+// exp_constants.hpp) rather than the compiler's constant pool.
 //
 // Why not the vector steps at one lane: those keep their register blocks, row ranges and block
 // dispatch, about 1 KB of stack frame and 70 KB of code per step. These tiles run only at the
@@ -42,9 +43,12 @@ inline void add_scaled(float* row, float w, const float* b, int64_t n) {
   for (int64_t x = 0; x < n; ++x) row[x] += w * b[x];
 }
 
+// exp(x), exp_lanes' one-lane value, its constants read from their line.
+inline float exp_scalar(float x) { return exp_lanes<Lanes1>(x, kExpConstantsLine); }
+
 // P = exp(scale dot - stat), 0 where stat = -inf (a row that attends nothing).
 inline float probability(float dot_product, float scale, float stat) {
-  return stat == kNegInf ? 0.0f : exp_lanes<Lanes1>(dot_product * scale - stat);
+  return stat == kExpConstantsLine.neg_inf ? 0.0f : exp_scalar(dot_product * scale - stat);
 }
 
 // The forward step (ForwardTile), query row by query row: scores into column o of s, the online
@@ -56,18 +60,18 @@ inline void forward(const ForwardTile& t) {
     for (int64_t i = 0; i < t.rows_k; ++i) {
       const float score = attended(t.bits, t.bit_stride, o, i)
                               ? dot(t.k + i * t.d, t.q_t + o, t.rows_q, t.d) * t.scale
-                              : kNegInf;
+                              : kExpConstantsLine.neg_inf;
       t.s[i * t.rows_q + o] = score;
       m = max_lanes<Lanes1>(m, score);
     }
-    const float m_use = m == kNegInf ? 0.0f : m;
+    const float m_use = m == kExpConstantsLine.neg_inf ? 0.0f : m;
     float sum = 0.0f;
     for (int64_t i = 0; i < t.rows_k; ++i) {
-      const float p = exp_lanes<Lanes1>(t.s[i * t.rows_q + o] - m_use);
+      const float p = exp_scalar(t.s[i * t.rows_q + o] - m_use);
       t.s[i * t.rows_q + o] = p;
       sum += p;
     }
-    const float alpha = exp_lanes<Lanes1>(m_old - m_use);
+    const float alpha = exp_scalar(m_old - m_use);
     t.row_sum[o] = t.row_sum[o] * alpha + sum;
     t.row_max[o] = m;
     float* acc = t.acc + o * t.e;

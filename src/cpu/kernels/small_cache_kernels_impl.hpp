@@ -155,7 +155,8 @@ SPATTN_KERNEL_INLINE void multiply_add(const Product& t) {
 // ---- elementwise steps, kLanes rows at a time ------------------------------------------------
 // The tiles are often only a few columns wide (S tiles of 1 to 5 columns), so the steps run down
 // the rows, each column's kLanes entries gathered at stride ld; the row tail takes Lanes1 with the
-// same operations.
+// same operations. Their exp reads its constants from one line (kExpConstantsLine,
+// exp_constants.hpp): at the smallest M these steps run beside tiles of a few dozen lines.
 
 template <typename L>
 SPATTN_KERNEL_INLINE typename L::V gather(const float* p, int64_t stride) {
@@ -175,9 +176,9 @@ SPATTN_KERNEL_INLINE void exp_rows_block(float* x, int64_t cols, int64_t ld, con
   using V = typename L::V;
   const V sh = load<L>(shift);
   const V zero = splat<L>(0.0f);
-  const auto empty = sh == splat<L>(kNegInf);
+  const auto empty = sh == splat<L>(kExpConstantsLine.neg_inf);
   for (int64_t c = 0; c < cols; ++c) {
-    const V p = exp_lanes<L>(gather<L>(x + c, ld) - sh);
+    const V p = exp_lanes<L>(gather<L>(x + c, ld) - sh, kExpConstantsLine);
     scatter<L>(x + c, ld, empty ? zero : p);
   }
 }
@@ -190,9 +191,9 @@ SPATTN_KERNEL_INLINE void row_statistics_block(const float* s, int64_t cols, int
   V m = m_old;
   for (int64_t c = 0; c < cols; ++c) m = max_lanes<L>(m, gather<L>(s + c, ld));
   // A row still at -inf (no columns yet) keeps l = 0: exp(-inf - 0) = 0.
-  const V m_use = m == splat<L>(kNegInf) ? splat<L>(0.0f) : m;
-  V sum = load<L>(row_sum) * exp_lanes<L>(m_old - m_use);
-  for (int64_t c = 0; c < cols; ++c) sum += exp_lanes<L>(gather<L>(s + c, ld) - m_use);
+  const V m_use = m == splat<L>(kExpConstantsLine.neg_inf) ? splat<L>(0.0f) : m;
+  V sum = load<L>(row_sum) * exp_lanes<L>(m_old - m_use, kExpConstantsLine);
+  for (int64_t c = 0; c < cols; ++c) sum += exp_lanes<L>(gather<L>(s + c, ld) - m_use, kExpConstantsLine);
   store<L>(row_max, m);
   store<L>(row_sum, sum);
 }
