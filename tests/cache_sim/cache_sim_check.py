@@ -37,6 +37,7 @@ LINE_BYTES = 64
 WORD_BYTES = 4
 WORDS_PER_LINE = LINE_BYTES // WORD_BYTES
 BAND = (0.8, 1.25)
+MASKS = ("full", "causal", "sliding_window:w=64", "random:p=0.05")  # --check and --table
 
 
 def simulate(args, n, d, m, algorithm, pass_, mask, may_not_fit=False):
@@ -152,12 +153,11 @@ def main():
         claims(args)
         return
     if args.check:
-        masks = ("full", "causal", "sliding_window:w=64", "random:p=0.05")
         sizes = {"flash": sorted({d * d // 8, d * d // 4, d * d, 4 * d * d, n * d}),
                  "small_cache": sorted({d * d // 4, d * d, 4 * d * d, n * d})}
         rows = rows_of(args, [(n, d, m, algorithm, pass_, mask)
                               for algorithm in ("flash", "small_cache")
-                              for mask in masks
+                              for mask in MASKS
                               for pass_ in ("fwd", "bwd")
                               for m in sizes[algorithm]])
         print_rows(rows)
@@ -169,7 +169,7 @@ def main():
         return
     rows = rows_of(args, [(n, d, m, algorithm, pass_, mask)
                           for algorithm in ("flash", "small_cache")
-                          for mask in ("full", "causal", "sliding_window:w=64", "random:p=0.05")
+                          for mask in MASKS
                           for pass_ in ("fwd", "bwd")
                           for m in sorted({d * d // 8, d * d // 4, d * d, 4 * d * d, n * d})])
     print_rows(rows)

@@ -38,7 +38,8 @@ inline constexpr ExpConstants kExpConstants{
     1.0f,
     -std::numeric_limits<float>::infinity()};
 
-// The same values in memory (defined in flash_kernels.cpp), for the scalar steps.
+// The same values in memory (defined in flash_kernels.cpp), for flash's scalar steps and
+// small_cache's row passes.
 extern const ExpConstants kExpConstantsLine;
 
 }  // namespace spattn::schedules::flash_kernels
