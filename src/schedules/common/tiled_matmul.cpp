@@ -194,12 +194,44 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
     lined.tile_k = whole_lines(tiles.tile_k, max_k);
     evaluate(lined);
   };
+  // In lines, the widest tile of a height that leaves room for a line carry at the shortest chunk
+  // that takes one (half a line), its chunk then grown into what is left. The widest tile of a
+  // height may leave no room for a carry: below the tall cache (M < 4 L^2) its chunks are then a
+  // fraction of a line and move every line once per chunk (n 512, d 64, M 512: the backward's P
+  // at 9x16x4 moved 745,472 lines, at 3x16x8 with a carry 432,128), and at M = 2048 it moved 4 %
+  // more lines than 18x32x8 with a carry. Only tiles at least a line wide: narrower ones leave the kernels'
+  // vectors part empty (9x8x8 with a carry, the fewest lines at M 512, ran the backward 3.4x
+  // slower), so below the tall cache the choice is not the fewest lines of all tiles.
+  const auto try_carry_width = [&](int64_t tile_m) {
+    const int64_t chunk = (line_words + 1) / 2;
+    if (line_words == 1 || chunk >= max_k) return;
+    const MatmulTiles probe = with_carry({tile_m, 1, chunk}, true);
+    if (!probe.carry_a && !probe.carry_b) return;
+    const int64_t a_line = probe.carry_a ? line_words : 0;
+    const int64_t b_line = probe.carry_b ? line_words : 0;
+    const int64_t fixed = tile_m * (chunk + row_words);
+    // The tiles in cache_words; the tiles and the carry in cache_words + carry_room.
+    const int64_t tiles_width = (cache_words - fixed) / (tile_m + chunk);
+    const int64_t carry_width = (cache_words + carry_room - fixed - tile_m * a_line) / (tile_m + chunk + b_line);
+    const int64_t width = std::min({tiles_width, carry_width, max_n});
+    if (width < std::min(line_words, max_n)) return;
+    // Split evenly (the same blocks, the chunk gets what is freed) or aligned to lines.
+    const int64_t even = ceil_div(max_n, ceil_div(max_n, width));
+    for (const int64_t tile_n : {even, whole_lines(width, max_n)}) {
+      const MatmulTiles tiles{tile_m, tile_n, chunk};
+      MatmulTiles filled = fill_chunk(tiles, carry_reserve(tiles));
+      evaluate(filled);
+      filled.tile_k = std::max(chunk, whole_lines(filled.tile_k, max_k));
+      evaluate(filled);
+    }
+  };
   // For each tile height, the widest tile that fits is the best of that height in words (reads
   // never grow with tile_n); in lines, that width rounded down to whole lines too. Two chunk
   // policies: the shortest chunk (widest tile; the chunk then takes what is left), and the whole
   // of k (the A panel stays resident across the row block). Returns false when no tile of this
   // height fits (a taller one fits even less).
   const auto try_height = [&](int64_t tile_m) {
+    try_carry_width(tile_m);
     const int64_t avail = cache_words - row_words * tile_m;
     // tile_m * tile_n + tile_m * 1 + 1 * tile_n <= avail
     int64_t tile_n = (avail - tile_m) / (tile_m + 1);

@@ -133,7 +133,12 @@ inline int64_t tiled_matmul_min_cache_words(int64_t row_words = 0) { return 3 + 
 // line_words are candidates too, so that a tile's rows are whole lines where that is cheaper, and
 // every candidate whose chunk is not whole lines is weighed with and without a line carry: the
 // carry's words in what the tiles leave of cache_words plus `carry_room` more (the caller's
-// headroom for the lines its copies read, small_cache.hpp).
+// headroom for the lines its copies read, small_cache.hpp). So are, for each height, the widest
+// tiles that leave room for a carry at chunks of half a line, when at least a line wide. With
+// small_cache's split (cache_words = carry_room = M / 2) the choice then moves the fewest lines
+// of all tiles that fit from the tall cache on (M >= 4 line_words^2; tiled_matmul_lines_test
+// searches them all); below it the fewest can be narrower than a line, which the kernels run
+// slower, and they are left out.
 MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_words,
                                 int64_t row_words = 0, MatmulLayout layout = {},
                                 int64_t line_words = 1, int64_t carry_room = 0);
