@@ -22,12 +22,15 @@ tiles in M / 2 chunk at least half a line and carry the line two chunks share. B
 and less) the native call's own state (stack, the kernels' constants, views) beside the tiles
 outgrows the LRU's headroom and the misses are 2x to 5x the lines: left out. The
 density-adaptive small_cache at d^2 / 8 (1.0x to 1.5x, over the band on the random mask) is left
-out too; --table shows both. --table: flash and
-small_cache over four masks and M from d^2 / 8 to n d, printed (docs/io_model.md, "Against a
-cache simulator"). Simulations run in parallel, one callgrind per core (--jobs). --claims: the paper's
-dense claims on the simulated cache, in lines moved (read and write misses): small_cache
-against flash at M = d^2 / 16, d^2 / 4 and 16 d^2 for d = 64 and 128, and the M at which flash
-starts to miss fewer lines for d = 64, 128 and 256.
+out too; --table shows both.
+
+--table: flash and small_cache over four masks and M from d^2 / 8 to n d, printed
+(docs/io_model.md, "Against a cache simulator"). Simulations run in parallel, one callgrind per
+core (--jobs).
+
+--claims: the paper's dense claims on the simulated cache, in lines moved (read and write misses):
+small_cache against flash at M = d^2 / 16, d^2 / 4 and 16 d^2 for d = 64 and 128, and the M at
+which flash starts to miss fewer lines for d = 64, 128 and 256.
 """
 
 import argparse

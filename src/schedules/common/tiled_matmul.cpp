@@ -199,9 +199,9 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
   // height may leave no room for a carry: below the tall cache (M < 4 L^2) its chunks are then a
   // fraction of a line and move every line once per chunk (n 512, d 64, M 512: the backward's P
   // at 9x16x4 moved 745,472 lines, at 3x16x8 with a carry 432,128), and at M = 2048 it moved 4 %
-  // more lines than 18x32x8 with a carry. Only tiles at least a line wide: narrower ones leave the kernels'
-  // vectors part empty (9x8x8 with a carry, the fewest lines at M 512, ran the backward 3.4x
-  // slower), so below the tall cache the choice is not the fewest lines of all tiles.
+  // more lines than 18x32x8 with a carry. Only tiles at least a line wide: narrower ones leave
+  // the kernels' vectors part empty (9x8x8 with a carry, the fewest lines at M 512, ran the
+  // backward 3.4x slower), so below the tall cache the choice is not the fewest lines of all.
   const auto try_carry_width = [&](int64_t tile_m) {
     const int64_t chunk = (line_words + 1) / 2;
     if (line_words == 1 || chunk >= max_k) return;
@@ -215,15 +215,21 @@ MatmulTiles choose_matmul_tiles(int64_t a, int64_t k, int64_t b, int64_t cache_w
     const int64_t carry_width = (cache_words + carry_room - fixed - tile_m * a_line) / (tile_m + chunk + b_line);
     const int64_t width = std::min({tiles_width, carry_width, max_n});
     if (width < std::min(line_words, max_n)) return;
-    // Split evenly (the same blocks, the chunk gets what is freed) or aligned to lines.
-    const int64_t even = ceil_div(max_n, ceil_div(max_n, width));
-    for (const int64_t tile_n : {even, whole_lines(width, max_n)}) {
+    // Split evenly (the same blocks, the chunk gets what is freed) or aligned to lines; the
+    // grown chunk as it is and in whole lines (each once where the two agree).
+    const auto try_width = [&](int64_t tile_n) {
       const MatmulTiles tiles{tile_m, tile_n, chunk};
       MatmulTiles filled = fill_chunk(tiles, carry_reserve(tiles));
       evaluate(filled);
-      filled.tile_k = std::max(chunk, whole_lines(filled.tile_k, max_k));
+      const int64_t lined_chunk = std::max(chunk, whole_lines(filled.tile_k, max_k));
+      if (lined_chunk == filled.tile_k) return;
+      filled.tile_k = lined_chunk;
       evaluate(filled);
-    }
+    };
+    const int64_t even = ceil_div(max_n, ceil_div(max_n, width));
+    const int64_t lined = whole_lines(width, max_n);
+    try_width(even);
+    if (lined != even) try_width(lined);
   };
   // For each tile height, the widest tile that fits is the best of that height in words (reads
   // never grow with tile_n); in lines, that width rounded down to whole lines too. Two chunk
