@@ -21,7 +21,7 @@ ledger does not book. Dense small_cache agrees from M = 2 L^2 = 512 words on, wh
 tiles in M / 2 chunk at least half a line and carry the line two chunks share. Below it (M = L^2
 and less) the native call's own state (stack, the kernels' constants, views) beside the tiles
 outgrows the LRU's headroom and the misses are 2x to 5x the lines: left out. The
-density-adaptive small_cache at d^2 / 8 (1.0x to 1.5x, over the band on the random mask) is left
+density-adaptive small_cache at d^2 / 8 (0.9x to 1.4x, over the band on the random forward) is left
 out too; --table shows both.
 
 --table: flash and small_cache over four masks and M from d^2 / 8 to n d, printed

@@ -33,12 +33,13 @@ class RowStatistics {
   RowStatistics(FastMemory& fast, SlowMatrix<float> lse, float scale, int64_t block_rows)
       : lse_(lse),
         scale_(scale),
-        row_max_(fast.allocate<float>(block_rows, "sparse_small_cache row max")),
-        row_sum_(fast.allocate<float>(block_rows, "sparse_small_cache row sum")) {}
+        stats_(fast.allocate<float>(2 * block_rows, "sparse_small_cache row max and sum")),
+        row_max_(stats_.data()),
+        row_sum_(row_max_ + block_rows) {}
 
   void begin_block(FastMemory& /*fast*/, const BlockWalker& walker) {
-    std::fill(row_max_.data(), row_max_.data() + walker.rows(), kMinusInfinity);
-    std::fill(row_sum_.data(), row_sum_.data() + walker.rows(), 0.0f);
+    std::fill(row_max_, row_max_ + walker.rows(), kMinusInfinity);
+    std::fill(row_sum_, row_sum_ + walker.rows(), 0.0f);
   }
   void begin_chunk(FastMemory& /*fast*/, const BlockWalker& /*walker*/, int64_t /*col0*/,
                    int64_t /*cols*/, const FastBuffer<float>& /*panel*/, int64_t /*ld*/,
@@ -58,14 +59,16 @@ class RowStatistics {
     for (int64_t r = 0; r < walker.rows(); ++r) {
       row_max_[r] = row_sum_[r] > 0.0f ? row_max_[r] + std::log(row_sum_[r]) : kMinusInfinity;
     }
-    fast.store(Operand::lse, row_max_, 0, 1, lse_, walker.row0(), 0, walker.rows(), 1);
+    fast.store(Operand::lse, stats_, 0, 1, lse_, walker.row0(), 0, walker.rows(), 1);  // row_max_
   }
 
  private:
   SlowMatrix<float> lse_;
   float scale_;
-  FastBuffer<float> row_max_;  // (block_rows)
-  FastBuffer<float> row_sum_;  // (block_rows)
+  // Both in one buffer, so that a block of a few rows keeps them in one line, not two.
+  FastBuffer<float> stats_;
+  float* row_max_;  // (block_rows), at the start of stats_
+  float* row_sum_;  // (block_rows)
 };
 
 // On O = P V: P = exp(S - LSE) as each S word is loaded; LSE loaded once per row block, for the

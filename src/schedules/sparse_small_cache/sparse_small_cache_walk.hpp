@@ -75,11 +75,13 @@ class BlockWalker {
         index_run_(index_run(run)),
         run_mask_(run - 1),
         index_mask_(index_run_ - 1),
-        bounds_(fast.allocate<int64_t>(block_rows + 1, "sparse_small_cache row pointers")),
-        cursor_(fast.allocate<int64_t>(block_rows, "sparse_small_cache cursors")),
-        next_(fast.allocate<int64_t>(block_rows, "sparse_small_cache next columns")),
-        queue_(fast.allocate<int64_t>(block_rows, "sparse_small_cache row queue")),
-        marker_(fast.allocate<int64_t>(block_cols, "sparse_small_cache window markers")),
+        state_(fast.allocate<int64_t>(4 * block_rows + 1 + block_cols,
+                                      "sparse_small_cache row pointers, cursors, next columns, queue and markers")),
+        bounds_(state_.data()),
+        cursor_(bounds_ + block_rows + 1),
+        next_(cursor_ + block_rows),
+        queue_(next_ + block_rows),
+        marker_(queue_ + block_rows),
         index_runs_(fast.allocate<int64_t>(run > 1 ? block_rows * index_run(run) : 0, "sparse_small_cache index runs")),
         // (an index run per row whenever run > 1, though with run = 2 it is one word long)
         positions_(fast.allocate<int64_t>(structure.transposed ? (run > 1 ? block_rows * index_run(run) : 1) : 0,
@@ -102,7 +104,8 @@ class BlockWalker {
   void load_block(io::FastMemory& fast, int64_t row0, int64_t rows) {
     row0_ = row0;
     rows_ = rows;
-    fast.load(io::Operand::mask, s_.ptr, row0, 0, rows + 1, 1, bounds_, 0, 1, io::WordKind::index);
+    fast.load(io::Operand::mask, s_.ptr, row0, 0, rows + 1, 1, state_, bounds_ - state_.data(), 1,
+              io::WordKind::index);
   }
   int64_t row0() const { return row0_; }
   int64_t rows() const { return rows_; }
@@ -218,7 +221,7 @@ class BlockWalker {
   static constexpr int64_t kScanGroup = 16;
   template <bool kRuns, typename Touch, typename Entry, typename Runs>
   void scan_walk(io::FastMemory& fast, Touch& touch, Entry& entry, Runs& runs) {
-    const int64_t* next = next_.data();
+    const int64_t* next = next_;
     int64_t window_begin = *std::min_element(next, next + rows_);
     while (window_begin < s_.num_cols) {
       const int64_t window_end = std::min(window_begin + block_cols_, s_.num_cols);
@@ -275,7 +278,7 @@ class BlockWalker {
     if (at >= bounds_[r + 1]) {
       next_[r] = s_.num_cols;
     } else if constexpr (!kRuns) {
-      fast.load_word(io::Operand::mask, s_.idx, at, 0, next_, r, io::WordKind::index);
+      fast.load_word(io::Operand::mask, s_.idx, at, 0, state_, next_ - state_.data() + r, io::WordKind::index);
     } else {
       load_index_run(fast, s_.idx, index_runs_, r, at);
       next_[r] = index_runs_[index_slot(r, at)];
@@ -325,12 +328,16 @@ class BlockWalker {
   int64_t row0_ = 0;
   int64_t rows_ = 0;
   int64_t window_ = 0;  // windows are numbered from 1; markers start at 0
-  io::FastBuffer<int64_t> bounds_;
-  io::FastBuffer<int64_t> cursor_;
-  io::FastBuffer<int64_t> next_;
-  io::FastBuffer<int64_t> queue_;
+  // The index state above but the runs, in one buffer: fast buffers start on a line each, and
+  // these few words per row are read at every entry, so apart they would hold five lines of a
+  // cache that the streamed rows share (docs/io_model.md, "Against a cache simulator").
+  io::FastBuffer<int64_t> state_;
+  int64_t* bounds_;  // (rows + 1)
+  int64_t* cursor_;  // (rows)
+  int64_t* next_;    // (rows)
+  int64_t* queue_;   // (rows)
+  int64_t* marker_;  // (block_cols)
   int64_t queued_ = 0;  // keys in the heap, queue_[0, queued_)
-  io::FastBuffer<int64_t> marker_;
   io::FastBuffer<int64_t> index_runs_;
   io::FastBuffer<int64_t> positions_;
 };
