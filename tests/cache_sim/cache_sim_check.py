@@ -22,7 +22,7 @@ tiles in M / 2 chunk at least half a line and carry the line two chunks share. B
 and less) the native call's own state (stack, the kernels' constants, views) beside the tiles
 outgrows the LRU's headroom and the misses are 2x to 5x the lines: left out. The
 density-adaptive small_cache at d^2 / 8 (0.9x to 1.4x, over the band on the random forward) is left
-out too; --table shows both.
+out too; --table shows it (its M starts at d^2 / 8).
 
 --table: flash and small_cache over four masks and M from d^2 / 8 to n d, printed
 (docs/io_model.md, "Against a cache simulator"). Simulations run in parallel, one callgrind per
