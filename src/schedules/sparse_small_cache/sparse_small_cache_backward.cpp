@@ -6,6 +6,7 @@
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 #include "schedules/common/line_aligned_array.hpp"
 #include "schedules/small_cache/small_cache.hpp"
+#include "cpu/kernels/scalar_exp.hpp"
 #include "cpu/kernels/small_cache_kernels.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache_sweeps.hpp"
 
@@ -27,7 +28,8 @@ using small_cache_detail::memories_of;
 using small_cache_detail::run_on;
 
 // Forward line: P = exp(S - L). The last chunk's sum becomes P with the row's LSE, loaded once
-// per row block for the rows with entries (an attending row has a finite LSE).
+// per row block for the rows with entries (an attending row has a finite LSE). The exp is
+// scalar_exp, as in the forward (one line of constants, not expf's five).
 class Probabilities {
  public:
   Probabilities(FastMemory& fast, SlowMatrix<const float> lse, float scale, int64_t block_rows)
@@ -46,7 +48,7 @@ class Probabilities {
                    FastBuffer<float>& /*b_rows*/) {}
   float finish(int64_t r, float sum, float /*companion*/) const {
     const float lse = lse_rows_[r];
-    return lse == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(scale_ * sum - lse);
+    return lse == -std::numeric_limits<float>::infinity() ? 0.0f : scalar_exp(scale_ * sum - lse);
   }
   void end_block(FastMemory& /*fast*/, const BlockWalker& /*walker*/) {}
 

@@ -1,6 +1,7 @@
 // The density-adaptive small-cache forward (sparse_small_cache.hpp; docs/sparse_small_cache.md):
 //   S = scale Q K^T at the mask      SDDMM sweep; LSE from running row statistics
 //   O = exp(S - LSE) V               SpMM sweep; P made from S as it is loaded, never written
+#include "cpu/kernels/scalar_exp.hpp"
 #include "schedules/common/line_aligned_array.hpp"
 #include "schedules/small_cache/small_cache.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
@@ -27,7 +28,8 @@ constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 
 // On the finished scores of a row block: each row's running max and sum of exp(S - max) (the
 // online softmax, one entry at a time), and LSE = max + log(sum) written for every row of the
-// block at its end (-inf for a row without entries). Saves a pass over S.
+// block at its end (-inf for a row without entries). Saves a pass over S. Its exp and
+// SoftmaxOnLoad's are scalar_exp: its constants take one line, expf's about five.
 class RowStatistics {
  public:
   RowStatistics(FastMemory& fast, SlowMatrix<float> lse, float scale, int64_t block_rows)
@@ -48,10 +50,10 @@ class RowStatistics {
     const float s = scale_ * sum;
     // row_max_ is -inf only before the row's first entry, where the sum is 0.
     if (s > row_max_[r]) {
-      row_sum_[r] = row_sum_[r] * std::exp(row_max_[r] - s) + 1.0f;
+      row_sum_[r] = row_sum_[r] * scalar_exp(row_max_[r] - s) + 1.0f;
       row_max_[r] = s;
     } else {
-      row_sum_[r] += std::exp(s - row_max_[r]);
+      row_sum_[r] += scalar_exp(s - row_max_[r]);
     }
     return s;
   }
@@ -84,7 +86,7 @@ class SoftmaxOnLoad {
         fast.load(Operand::lse, lse_, walker.row0() + r, 0, 1, 1, lse_rows_, r, 1);
     }
   }
-  float transform(int64_t r, float s) const { return std::exp(s - lse_rows_[r]); }
+  float transform(int64_t r, float s) const { return scalar_exp(s - lse_rows_[r]); }
 
  private:
   SlowMatrix<float> lse_;
