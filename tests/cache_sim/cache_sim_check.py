@@ -166,8 +166,10 @@ def main():
         return
     if args.check:
         def sizes_of(algorithm, mask):
-            dense_small_cache = algorithm == "small_cache" and mask == "full"
-            return sorted({d * d // 4, d * d, 4 * d * d, n * d} | (set() if dense_small_cache else {d * d // 8}))
+            sizes = {d * d // 4, d * d, 4 * d * d, n * d}
+            if not (algorithm == "small_cache" and mask == "full"):  # dense small_cache: `low` below
+                sizes.add(d * d // 8)
+            return sorted(sizes)
         # Dense small_cache from 2 L^2 on, at d and at twice d: where it agrees depends on L, not
         # on a fraction of d^2.
         low = DENSE_SMALL_CACHE_FROM_WORDS

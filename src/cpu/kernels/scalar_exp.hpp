@@ -12,9 +12,9 @@
 //
 // Method: x = n ln 2 + r with n = round(x / ln 2), so |r| <= ln 2 / 2; exp(x) = 2^n exp(r),
 // exp(r) from its degree-8 Taylor polynomial (truncation below 2.0e-10 relative) and 2^n put into
-// the exponent field. The double result rounds once to float: within 0.502 ulp of the exact value for every float
-// argument (tests/oracle/flash_kernels_test.cpp sweeps them). Exactly 0 at -inf and below -104
-// (expf is 0 from -103.98 on), exactly 1 at 0, +inf above 88.8, NaN for NaN.
+// the exponent field. The double result rounds once to float: within 0.502 ulp of the exact value
+// for every float argument (tests/oracle/flash_kernels_test.cpp sweeps them). Exactly 0 at -inf
+// and below -104 (expf is 0 from -103.98 on), exactly 1 at 0, +inf above 88.8, NaN for NaN.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +31,7 @@ struct alignas(64) ScalarExpConstants {
   float hi;                // above it the float result is +inf
   float round;             // 1.5 * 2^52: adding and subtracting it rounds a double to an integer
   float inv_ln2;           // 1 / ln 2
-  float one;
+  float one;               // read from this line like the rest, not from the constant pool
   float inv_factorial[7];  // 1 / k!, k = 2..8
 };
 static_assert(sizeof(ScalarExpConstants) == 64, "one 64-byte line");
