@@ -13,15 +13,18 @@ a schedule that keeps its tiles hot needs the headroom for the lines its rows sh
 flash on the causal mask, a sliding window (64) and a uniform random mask (5 %), at M = d^2 / 8,
 d^2 / 4, d^2, 4 d^2 and n d; small_cache on the four masks (dense on the full one, the
 density-adaptive schedule on the others) at M = d^2 / 4, d^2, 4 d^2 and n d, the density-adaptive
-one at d^2 / 8 too; dense small_cache at M = 2 L^2 (d^2 / 8); and dense small_cache at 2 d (128) at
-M = 2 L^2, 4 L^2 and 8 L^2 (d^2 / 32, d^2 / 16 and d^2 / 8 there). Every ratio of simulated read
-misses to read lines must lie in [0.8, 1.25], the read lines being those the ledger counted plus
-the lines of the API's finite-value check, which reads every input once before the schedule runs
-and which the ledger does not book. Dense small_cache agrees from M = 2 L^2 = 512 words on,
-whatever d: its tiles in M / 2 chunk at least half a line and carry the line two chunks share.
-Below it (M = L^2 and less) the native call's own state (stack, the kernels' constants, views)
-beside the tiles outgrows the LRU's headroom and the misses are 2x to 5x the lines: left out
-(--table starts at d^2 / 8, so it does not show them either).
+one at d^2 / 8 too; dense small_cache at M = 2 L^2 (d^2 / 8); and at 2 d (128) dense small_cache at
+M = 2 L^2, 4 L^2 and 8 L^2 (d^2 / 32, d^2 / 16 and d^2 / 8 there) and flash at each pass's smallest
+M (4 d + 3 forward, 6 d + 3 backward: 515 and 771 words). Every ratio of simulated read misses to
+read lines must lie in [0.8, 1.25], the read lines being those the ledger counted plus the lines of
+the API's finite-value check, which reads every input once before the schedule runs and which the
+ledger does not book. Every schedule agrees from M = 2 L^2 = 512 words on, whatever d (and flash
+from its smallest M where that is above it): dense small_cache's tiles in M / 2 chunk at least half
+a line and carry the line two chunks share. Below 2 L^2 the native call's own state (stack, the
+kernels' constants, views) beside the tiles outgrows the LRU's headroom: at d = 64 dense
+small_cache missed 2x to 5x its lines at M = 256 and 128, flash 3.4x (forward, M = 259) and 1.7x
+(backward, M = 387) at its smallest M. Left out (--table starts at d^2 / 8, so it does not show
+them either).
 
 --table: flash and small_cache over four masks and M from d^2 / 8 to n d, printed
 (docs/io_model.md, "Against a cache simulator"). Simulations run in parallel, one callgrind per
@@ -44,7 +47,13 @@ LINE_BYTES = 64
 WORD_BYTES = 4
 WORDS_PER_LINE = LINE_BYTES // WORD_BYTES
 BAND = (0.8, 1.25)
-DENSE_SMALL_CACHE_FROM_WORDS = 2 * WORDS_PER_LINE ** 2  # the smallest M at which dense small_cache agrees
+LINES_AGREE_FROM_WORDS = 2 * WORDS_PER_LINE ** 2  # 2 L^2: below it the call's own state outgrows the LRU's headroom
+
+
+def flash_smallest_words(d, pass_):
+    """Flash's smallest M for head_dim = head_dim_v = d (docs/io_model.md: 2 d + 2 d_v + 3 forward,
+    3 d + 3 d_v + 3 backward); the probe names the minimum and fails if this is below it."""
+    return 4 * d + 3 if pass_ == "fwd" else 6 * d + 3
 MASKS = ("full", "causal", "sliding_window:w=64", "random:p=0.05")  # --check and --table
 
 
@@ -171,15 +180,16 @@ def main():
                 sizes.add(d * d // 8)
             return sorted(sizes)
         # Dense small_cache from 2 L^2 on, at d and at twice d: where it agrees depends on L, not
-        # on a fraction of d^2.
-        low = DENSE_SMALL_CACHE_FROM_WORDS
+        # on a fraction of d^2. At twice d flash's smallest M lies above 2 L^2, and it is checked there.
+        low = LINES_AGREE_FROM_WORDS
         rows = rows_of(args, [(n, d, m, algorithm, pass_, mask)
                               for algorithm in ("flash", "small_cache")
                               for mask in MASKS
                               for pass_ in ("fwd", "bwd")
                               for m in sizes_of(algorithm, mask)]
                        + [(n, d, low, "small_cache", pass_, "full") for pass_ in ("fwd", "bwd")]
-                       + [(n, 2 * d, m, "small_cache", pass_, "full") for pass_ in ("fwd", "bwd") for m in (low, 2 * low, 4 * low)])
+                       + [(n, 2 * d, m, "small_cache", pass_, "full") for pass_ in ("fwd", "bwd") for m in (low, 2 * low, 4 * low)]
+                       + [(n, 2 * d, flash_smallest_words(2 * d, pass_), "flash", pass_, "full") for pass_ in ("fwd", "bwd")])
         print_rows(rows)
         outside = [r for r in rows if not BAND[0] <= r["ratio"] <= BAND[1]]
         if outside:
