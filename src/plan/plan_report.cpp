@@ -159,13 +159,13 @@ std::string Plan::to_string() const {
   if (lines_predicted) {
     out << "  predicted lines of " << line_words << " words: " << read_lines + write_lines << " ("
         << read_lines << " reads, " << write_lines << " writes)\n";
-    // Below 2 L^2 the native call's own state (stack, the kernels' constants, views) beside
-    // small_cache's tiles outgrows what a real cache holds beyond M: the count is the model's,
-    // not the cache's (docs/io_model.md, "Against a cache simulator").
+    // Below 2 L^2 the native call's own state (stack, the kernels' constants, views) beside the
+    // tiles outgrows what a real cache holds beyond M, whatever the schedule: the count is the
+    // model's, not the cache's (docs/io_model.md, "Against a cache simulator").
     const int64_t agreeing_words = 2 * line_words * line_words;
-    if (algorithm == Algorithm::small_cache && cache_words < agreeing_words) {
+    if (cache_words < agreeing_words) {
       out << "    below 2 L^2 = " << agreeing_words
-          << " words: an LRU cache of 2M missed 2.1x to 4.8x of small_cache's lines here, its own "
+          << " words: an LRU cache of 2M missed up to 4.8x the lines counted here, the call's own "
              "state beside the tiles (docs/io_model.md, \"Against a cache simulator\")\n";
     }
   }
