@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
     };
     // The plan and the mask structures it walks are prepared once per mask and kept in the mask
     // (as a training loop reuses them); preparing them here keeps that one-time work out of the
-    // measured call, whose I/O is what the ledger counts. Only the passes the probe runs (the
-    // backward's needs the forward's O and LSE), so that each pass runs from its own smallest M.
+    // measured call, whose I/O is what the ledger counts. Only the passes it runs are prepared (a
+    // backward run needs the forward's O and LSE), so that a forward runs from its own smallest M.
     const spattn::AttentionShape shape{1, 1, 1, n, n, d, d};
     spattn::plan_attention(shape, mask, spattn::Pass::forward, options);
     if (pass == "bwd") spattn::plan_attention(shape, mask, spattn::Pass::backward, options);

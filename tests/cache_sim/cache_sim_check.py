@@ -48,13 +48,13 @@ WORD_BYTES = 4
 WORDS_PER_LINE = LINE_BYTES // WORD_BYTES
 BAND = (0.8, 1.25)
 LINES_AGREE_FROM_WORDS = 2 * WORDS_PER_LINE ** 2  # 2 L^2: below it the call's own state outgrows the LRU's headroom
+MASKS = ("full", "causal", "sliding_window:w=64", "random:p=0.05")  # --check and --table
 
 
 def flash_smallest_words(d, pass_):
     """Flash's smallest M for head_dim = head_dim_v = d (docs/io_model.md: 2 d + 2 d_v + 3 forward,
     3 d + 3 d_v + 3 backward); the probe names the minimum and fails if this is below it."""
     return 4 * d + 3 if pass_ == "fwd" else 6 * d + 3
-MASKS = ("full", "causal", "sliding_window:w=64", "random:p=0.05")  # --check and --table
 
 
 def simulate(args, n, d, m, algorithm, pass_, mask, may_not_fit=False):
