@@ -165,7 +165,7 @@ std::string Plan::to_string() const {
     const int64_t agreeing_words = 2 * line_words * line_words;
     if (cache_words < agreeing_words) {
       out << "    below 2 L^2 = " << agreeing_words
-          << " words: an LRU cache of 2M missed up to 4.8x the lines counted here, the call's own "
+          << " words: an LRU cache of 2M missed up to about 5x the lines counted here, the call's own "
              "state beside the tiles (docs/io_model.md, \"Against a cache simulator\")\n";
     }
   }

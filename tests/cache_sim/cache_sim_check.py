@@ -22,7 +22,7 @@ ledger does not book. Every schedule agrees from M = 2 L^2 = 512 words on, whate
 from its smallest M where that is above it): dense small_cache's tiles in M / 2 chunk at least half
 a line and carry the line two chunks share. Below 2 L^2 the native call's own state (stack, the
 kernels' constants, views) beside the tiles outgrows the LRU's headroom: at d = 64 dense
-small_cache missed 2x to 5x its lines at M = 256 and 128, flash 3.4x (forward, M = 259) and 1.7x
+small_cache missed 2x to 5x its lines at M = 256 and 128, flash 3.5x (forward, M = 259) and 2.4x
 (backward, M = 387) at its smallest M. Left out (--table starts at d^2 / 8, so it does not show
 them either).
 
