@@ -181,7 +181,25 @@ sparse_formats::CsrPattern<int64_t> load_mask(const std::string& spec_or_file, i
 Mask load_prepared_mask(const std::string& spec_or_file, int64_t seqlen_q, int64_t seqlen_k,
                         const std::string& flag) {
   if (spec_or_file == "full") return Mask::full(seqlen_q, seqlen_k);
-  return Mask::from_csr(load_mask(spec_or_file, seqlen_q, seqlen_k, flag), flag);
+  if (is_matrix_market(spec_or_file)) return Mask::from_csr(load_mask(spec_or_file, seqlen_q, seqlen_k, flag), flag);
+  try {
+    return Mask::from_spec(spec_or_file, seqlen_q, seqlen_k);  // in its compact form
+  } catch (const sparse_formats::FormatError& error) {
+    throw UsageError(flag + ": " + error.what());
+  }
+}
+
+std::string describe_mask_memory(const Mask& mask) {
+  std::ostringstream out;
+  const double mib = static_cast<double>(mask.memory_bytes()) / (1024.0 * 1024.0);
+  out << form_name(mask.form()) << ", " << mask.memory_bytes() << " bytes (" << format_real(mib, 4) << " MiB";
+  if (mask.seqlen_q() > 0) {
+    out << ", " << format_real(static_cast<double>(mask.memory_bytes()) / static_cast<double>(mask.seqlen_q()), 4)
+        << " per query row";
+  }
+  if (const auto* intervals = mask.intervals()) out << ", " << intervals->num_intervals() << " intervals";
+  out << "); as int64 CSR " << 8 * (mask.seqlen_q() + 1 + mask.nnz()) << " bytes";
+  return out.str();
 }
 
 }  // namespace spattn::cli

@@ -31,6 +31,9 @@ sparse_formats::CsrPattern<int64_t> load_mask(const std::string& spec_or_file, i
 // The same, as a prepared spattn::Mask ("full" stays implicit: no index arrays are built).
 Mask load_prepared_mask(const std::string& spec_or_file, int64_t seqlen_q, int64_t seqlen_k,
                         const std::string& flag);
+// "intervals, 25165832 bytes (24 MiB, 24 per query row, 1048576 intervals); as int64 CSR ... bytes":
+// the form a mask lives in and what it holds, beside what the same mask costs pair by pair.
+std::string describe_mask_memory(const Mask& mask);
 
 // A sparse Q, K or V named on the command line: a Matrix Market file (coordinate or array) as CSR
 // with float values (explicit zeros stay stored). File errors name the flag and the file.

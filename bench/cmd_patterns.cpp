@@ -64,7 +64,11 @@ void show(const PatternsOptions& options) {
             << "blocks " << options.block << " x " << options.block << ":  " << stats.stored_blocks
             << " stored (" << stats.full_blocks << " full, " << stats.partial_blocks
             << " partial), block density " << format_real(stats.block_density, 4) << '\n'
-            << "built in:       " << format_real(build_ms, 3) << " ms (CSR, from the spec)\n\n";
+            << "built in:       " << format_real(build_ms, 3) << " ms (CSR, from the spec)\n";
+  if (!is_matrix_market(options.spec)) {
+    std::cout << "held as:        " << describe_mask_memory(Mask::from_spec(options.spec, options.seqlen_q, seqlen_k)) << '\n';
+  }
+  std::cout << '\n';
   std::cout << sparse_formats::render_mask_blocks(mask.view(), options.width);
   if (!options.png.empty()) {
     plot_mask(mask.view(), options.spec + "   (" + std::to_string(stats.num_rows) + " x " +

@@ -92,8 +92,12 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
                                                schedules::FlashMasking::block_sparse);
       r.backward_tiles = schedules::flash_tiles(shape, cache_words, Pass::backward,
                                                 schedules::FlashMasking::block_sparse);
-      r.forward_mask = schedules::build_flash_mask(mask.csr(), n, n, r.forward_tiles, Pass::forward);
-      r.backward_mask = schedules::build_flash_mask(mask.csr(), n, n, r.backward_tiles, Pass::backward);
+      const auto build = [&](const schedules::FlashTiles& tiles, Pass pass) {  // from the mask's own form
+        return mask.intervals() != nullptr ? schedules::build_flash_mask(*mask.intervals(), n, n, tiles, pass)
+                                           : schedules::build_flash_mask(mask.csr(), n, n, tiles, pass);
+      };
+      r.forward_mask = build(r.forward_tiles, Pass::forward);
+      r.backward_mask = build(r.backward_tiles, Pass::backward);
       const auto size = static_cast<size_t>(n * d);
       for (auto* x : {&r.q, &r.k, &r.v, &r.d_o}) x->assign(size, 0.01f);
       for (auto* x : {&r.o, &r.dq, &r.dk, &r.dv}) x->assign(size, 0.0f);
@@ -119,8 +123,8 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
         backward_s[run] = seconds_since(start);
       }
     }
-    // The element CSR: row_ptr and col_idx, 8-byte indices.
-    const double mask_mib = static_cast<double>((n + 1 + mask.nnz()) * 8) / (1024.0 * 1024.0);
+    // What the mask holds in its own form (intervals for a window).
+    const double mask_mib = static_cast<double>(mask.memory_bytes()) / (1024.0 * 1024.0);
     // Q, K, V, dO, O, dQ, dK, dV (n x d each) and LSE (n), fp32.
     const double data_mib = static_cast<double>((8 * n * settings.head_dim + n) * 4) / (1024.0 * 1024.0);
     std::snprintf(line, sizeof line,

@@ -1,9 +1,13 @@
-// A prepared attention mask: the set of (query, key) pairs that attend, held as CSR, validated
-// once, and reused across calls, heads and layers. What the planner and the schedules need is
-// built on first use and cached inside, so it is paid once per mask and tile size, not per call:
-// the mask re-blocked at flash's tiles (tile lists, partial-tile bits), small_cache's counts for
-// planning (O(seqlen) words), and small_cache's own structure (CSR copy and transpose, 3 nnz
-// int64 words) only when small_cache runs. docs/api.md lists the costs.
+// A prepared attention mask: the set of (query, key) pairs that attend, validated once, and reused
+// across calls, heads and layers. It lives in the most compact form that describes it exactly
+// (MaskForm): full (no arrays), intervals (per query row a few [begin, end) key ranges: causal,
+// windows, documents, prefix-LM, global tokens, block patterns; O(rows + intervals) words), or
+// elements (every attended pair as CSR: random and other element-wise masks). What the planner and
+// the schedules need is built from that form on first use and cached inside, so it is paid once
+// per mask and tile size, not per call: the mask re-blocked at flash's tiles (tile lists,
+// partial-tile bits), small_cache's counts for planning (O(seqlen + intervals) words), and
+// small_cache's own structure (CSR copy and transpose, 3 nnz int64 words) only when small_cache
+// runs. docs/api.md lists the costs.
 //
 //   auto mask = spattn::Mask::from_spec("sliding_window:w=256", n, n);
 //   spattn::attention_forward(q, k, v, o, lse, mask, options);
@@ -13,6 +17,7 @@
 #pragma once
 
 #include <sparse_formats/csr.hpp>
+#include <sparse_formats/intervals.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -23,6 +28,10 @@ namespace spattn {
 namespace detail {
 struct MaskCache;  // the schedules' prepared structures (src/mask/mask_cache.hpp)
 }
+
+// The form a Mask lives in (above). form_name: "full", "intervals" or "elements".
+enum class MaskForm { full, intervals, elements };
+const char* form_name(MaskForm form);
 
 class Mask {
  public:
@@ -35,8 +44,12 @@ class Mask {
                        const std::string& what = "mask");
   // Validates and takes the pattern without copying.
   static Mask from_csr(sparse_formats::CsrPattern<int64_t>&& pattern, const std::string& what = "mask");
+  // Validates the intervals (sparse_formats::validate; errors name `what`) and takes them. A pattern
+  // that covers every pair is the full mask.
+  static Mask from_intervals(sparse_formats::IntervalPattern&& pattern, const std::string& what = "mask");
   // A PATTERN-SPEC (`causal`, `sliding_window:w=128`, ...; see docs/patterns.md), built directly
-  // in compressed form.
+  // in its compact form: intervals where the spec's rows are runs of keys
+  // (sparse_formats::make_interval_pattern), else elements.
   static Mask from_spec(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k);
 
   int64_t seqlen_q() const;
@@ -44,7 +57,14 @@ class Mask {
   int64_t nnz() const;       // attended pairs, |Omega| = Z_QK
   double density() const;   // nnz / (seqlen_q * seqlen_k); 0 for an empty shape
   bool is_full() const;     // every pair attends
-  // The element-level structure (for a full mask it is built on first call).
+  MaskForm form() const;    // full whenever is_full()
+  // The interval form, or nullptr when the mask lives in another form.
+  const sparse_formats::IntervalPattern* intervals() const;
+  // The bytes of the arrays the mask holds: its form's, plus the element CSR where csr() has built
+  // one. The schedules' cached structures are not included.
+  int64_t memory_bytes() const;
+  // The element-level structure. For the full and interval forms it is built on the first call
+  // (O(nnz) words: for a reference or an export, not what the schedules read).
   sparse_formats::CsrPatternView<int64_t> csr() const;
 
   detail::MaskCache& cache() const;  // for the library's schedules

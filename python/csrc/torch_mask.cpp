@@ -19,11 +19,11 @@ namespace spattn::torch_ext {
 namespace {
 
 // An integer tensor of rank 1 on the CPU, as int64 values.
-std::vector<int64_t> index_vector(const at::Tensor& t, const char* name) {
-  if (t.device().type() != c10::DeviceType::CPU) fail("Mask.from_csr: ", name, " is on ", t.device().str(), ", not the CPU");
-  if (t.dim() != 1) fail("Mask.from_csr: ", name, " has ", t.dim(), " dimensions, expected 1");
+std::vector<int64_t> index_vector(const at::Tensor& t, const char* name, const char* where = "Mask.from_csr") {
+  if (t.device().type() != c10::DeviceType::CPU) fail(where, ": ", name, " is on ", t.device().str(), ", not the CPU");
+  if (t.dim() != 1) fail(where, ": ", name, " has ", t.dim(), " dimensions, expected 1");
   if (!at::isIntegralType(t.scalar_type(), /*includeBool=*/false)) {
-    fail("Mask.from_csr: ", name, " has dtype ", c10::toString(t.scalar_type()), ", expected an integer dtype");
+    fail(where, ": ", name, " has dtype ", c10::toString(t.scalar_type()), ", expected an integer dtype");
   }
   const at::Tensor values = t.to(at::kLong).contiguous();
   const int64_t* data = values.data_ptr<int64_t>();
@@ -99,6 +99,27 @@ c10::intrusive_ptr<TorchMask> TorchMask::from_csr(const at::Tensor& crow_indices
   }
   sparse_formats::CsrPattern<int64_t> pattern(seqlen_q, seqlen_k, std::move(row_ptr), std::move(col_idx));
   return c10::make_intrusive<TorchMask>(Mask::from_csr(std::move(pattern), "mask"));
+}
+
+c10::intrusive_ptr<TorchMask> TorchMask::from_intervals(const at::Tensor& row_ptr, const at::Tensor& begin,
+                                                        const at::Tensor& end, int64_t seqlen_q, int64_t seqlen_k) {
+  const char* where = "Mask.from_intervals";
+  std::vector<int64_t> ptr = index_vector(row_ptr, "row_ptr", where);
+  std::vector<int64_t> first = index_vector(begin, "begin", where);
+  std::vector<int64_t> last = index_vector(end, "end", where);
+  if (seqlen_q < 0 || seqlen_k < 0) fail(where, ": shape (", seqlen_q, ", ", seqlen_k, ") is negative");
+  if (static_cast<int64_t>(ptr.size()) != seqlen_q + 1) {
+    fail(where, ": row_ptr has ", ptr.size(), " entries, expected seqlen_q + 1 = ", seqlen_q + 1);
+  }
+  sparse_formats::IntervalPattern pattern(seqlen_q, seqlen_k, std::move(ptr), std::move(first), std::move(last));
+  return c10::make_intrusive<TorchMask>(Mask::from_intervals(std::move(pattern), where));
+}
+
+std::vector<at::Tensor> TorchMask::intervals() const {
+  const sparse_formats::IntervalPattern* p = mask.intervals();
+  if (p == nullptr) return {};
+  return {as_tensor(p->row_ptr.data(), static_cast<int64_t>(p->row_ptr.size())),
+          as_tensor(p->begin.data(), p->num_intervals()), as_tensor(p->end.data(), p->num_intervals())};
 }
 
 c10::intrusive_ptr<TorchMask> TorchMask::full(int64_t seqlen_q, int64_t seqlen_k) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace spattn::torch_ext {
 
@@ -28,11 +29,21 @@ struct TorchMask : torch::CustomClassHolder {
   static c10::intrusive_ptr<TorchMask> from_csr(const at::Tensor& crow_indices, const at::Tensor& col_indices,
                                                 int64_t seqlen_q, int64_t seqlen_k);
   static c10::intrusive_ptr<TorchMask> full(int64_t seqlen_q, int64_t seqlen_k);
+  // Interval structure (spattn/mask.hpp, sparse_formats/intervals.hpp): row_ptr (seqlen_q + 1),
+  // begin and end (one entry per interval), integer tensors on the CPU; validated (non-empty, in
+  // range, ascending without overlap), errors name the argument, the row and the values.
+  static c10::intrusive_ptr<TorchMask> from_intervals(const at::Tensor& row_ptr, const at::Tensor& begin,
+                                                      const at::Tensor& end, int64_t seqlen_q, int64_t seqlen_k);
 
   int64_t seqlen_q() const { return mask.seqlen_q(); }
   int64_t seqlen_k() const { return mask.seqlen_k(); }
   int64_t nnz() const { return mask.nnz(); }
   bool is_full() const { return mask.is_full(); }
+  std::string form() const { return form_name(mask.form()); }  // "full", "intervals" or "elements"
+  int64_t memory_bytes() const { return mask.memory_bytes(); }
+  // The interval form as int64 tensors (copies) [row_ptr, begin, end]; empty when the mask lives
+  // in another form.
+  std::vector<at::Tensor> intervals() const;
   // The mask restricted to some query and key positions (spattn::select_mask, spattn/shard.hpp):
   // rows and cols are int64 CPU tensors of shape (count, 2) holding (begin, end) pairs. Errors
   // name Mask.select and the argument.

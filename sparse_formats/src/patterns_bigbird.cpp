@@ -62,8 +62,8 @@ std::vector<BlockInterval> bigbird_blocks(int64_t query_block, int64_t num_block
 
 }  // namespace
 
-template <typename Index>
-CsrPattern<Index> bigbird_pattern(int64_t seqlen_q, int64_t seqlen_k, const BigBirdParams& params) {
+template <typename Build>
+auto bigbird_rows(const Build& build, int64_t seqlen_q, int64_t seqlen_k, const BigBirdParams& params) {
   check_at_least("bigbird", "block", params.block, 1);
   check_at_least("bigbird", "w", params.w, 0);
   check_at_least("bigbird", "g", params.g, 0);
@@ -74,7 +74,7 @@ CsrPattern<Index> bigbird_pattern(int64_t seqlen_q, int64_t seqlen_k, const BigB
   bool cached = false;
   int64_t cached_block = 0;
   std::vector<BlockInterval> blocks;
-  return build_rows<Index>("bigbird", seqlen_q, seqlen_k, [&](int64_t i, auto& row) {
+  return build("bigbird", seqlen_q, seqlen_k, [&](int64_t i, auto& row) {
     const int64_t query_block = floor_div(i + offset, params.block);
     if (!cached || query_block != cached_block) {
       blocks = bigbird_blocks(query_block, num_block_cols, params);
@@ -85,6 +85,14 @@ CsrPattern<Index> bigbird_pattern(int64_t seqlen_q, int64_t seqlen_k, const BigB
       row.range(first * params.block, sat_mul(last, params.block));
     }
   });
+}
+
+template <typename Index>
+CsrPattern<Index> bigbird_pattern(int64_t seqlen_q, int64_t seqlen_k, const BigBirdParams& params) {
+  return bigbird_rows(CsrRows<Index>{}, seqlen_q, seqlen_k, params);
+}
+std::optional<IntervalPattern> patterns_internal::bigbird_intervals(int64_t seqlen_q, int64_t seqlen_k, const BigBirdParams& params) {
+  return bigbird_rows(IntervalRows{}, seqlen_q, seqlen_k, params);
 }
 
 template CsrPattern<int32_t> bigbird_pattern<int32_t>(int64_t, int64_t, const BigBirdParams&);

@@ -54,11 +54,11 @@ std::vector<int64_t> even_lengths(int64_t total, int64_t num_docs) {
   return lengths;
 }
 
-template <typename Index>
-CsrPattern<Index> documents_pattern(int64_t seqlen_q, int64_t seqlen_k,
+template <typename Build>
+auto documents_rows(const Build& build, int64_t seqlen_q, int64_t seqlen_k,
                                     const std::vector<int64_t>& lengths,
                                     const std::vector<int64_t>& lengths_k, bool causal) {
-  check_shape<Index>("documents", seqlen_q, seqlen_k);
+  build.check_shape("documents", seqlen_q, seqlen_k);
   const std::vector<int64_t> q_starts = document_starts(lengths, "lengths", "seqlen_q", seqlen_q);
   if (lengths_k.empty() && seqlen_q != seqlen_k) {
     fail("documents: seqlen_q = ", seqlen_q, " != seqlen_k = ", seqlen_k,
@@ -71,7 +71,7 @@ CsrPattern<Index> documents_pattern(int64_t seqlen_q, int64_t seqlen_k,
   const std::vector<int64_t> k_starts =
       lengths_k.empty() ? q_starts : document_starts(lengths_k, "lengths_k", "seqlen_k", seqlen_k);
 
-  return build_rows<Index>("documents", seqlen_q, seqlen_k, [&](int64_t i, auto& row) {
+  return build("documents", seqlen_q, seqlen_k, [&](int64_t i, auto& row) {
     // The document holding query i: the last start <= i (empty documents share their start).
     const auto next = std::upper_bound(q_starts.begin(), q_starts.end(), i);
     const size_t d = static_cast<size_t>(next - q_starts.begin()) - 1;
@@ -86,6 +86,14 @@ CsrPattern<Index> documents_pattern(int64_t seqlen_q, int64_t seqlen_k,
     const int64_t offset = (key_end - key_begin) - (q_starts[d + 1] - q_starts[d]);
     row.range(key_begin, std::min(key_end, key_begin + local_q + offset + 1));
   });
+}
+
+template <typename Index>
+CsrPattern<Index> documents_pattern(int64_t seqlen_q, int64_t seqlen_k, const std::vector<int64_t>& lengths, const std::vector<int64_t>& lengths_k, bool causal) {
+  return documents_rows(CsrRows<Index>{}, seqlen_q, seqlen_k, lengths, lengths_k, causal);
+}
+std::optional<IntervalPattern> patterns_internal::documents_intervals(int64_t seqlen_q, int64_t seqlen_k, const std::vector<int64_t>& lengths, const std::vector<int64_t>& lengths_k, bool causal) {
+  return documents_rows(IntervalRows{}, seqlen_q, seqlen_k, lengths, lengths_k, causal);
 }
 
 template CsrPattern<int32_t> documents_pattern<int32_t>(int64_t, int64_t,

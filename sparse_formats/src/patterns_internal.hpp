@@ -6,11 +6,14 @@
 
 #include <sparse_formats/csr.hpp>
 #include <sparse_formats/error.hpp>
+#include <sparse_formats/intervals.hpp>
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -105,7 +108,6 @@ struct RowCounter {
     if (lo < hi) count += below(hi, period, a, b) - below(lo, period, a, b);
   }
 
- private:
   // Number of keys j in [0, x) with a <= j mod period < b.
   static int64_t below(int64_t x, int64_t period, int64_t a, int64_t b) {
     const int64_t rem = x % period;
@@ -113,6 +115,23 @@ struct RowCounter {
     return (x / period) * (b - a) + partial;
   }
 };
+
+// Describes residues(lo, hi, period, a, b) to `sink` as ranges: the periods that overlap [lo, hi)
+// clipped to [0, num_cols), each contributing the keys [base + a, base + b).
+template <typename Sink>
+void walk_residues(int64_t num_cols, int64_t lo, int64_t hi, int64_t period, int64_t a, int64_t b, Sink& sink) {
+  lo = lo < 0 ? 0 : lo;
+  hi = hi > num_cols ? num_cols : hi;
+  if (lo >= hi) return;
+  int64_t base = (lo / period) * period;
+  for (;;) {
+    const int64_t first = sat_add(base, a);
+    const int64_t last = sat_add(base, b);
+    sink.range(lo > first ? lo : first, hi < last ? hi : last);
+    if (base >= hi - period) break;
+    base += period;
+  }
+}
 
 template <typename Index>
 struct RowWriter {
@@ -127,18 +146,7 @@ struct RowWriter {
     for (int64_t j = lo; j < hi; ++j) *out++ = static_cast<Index>(j);
   }
   void residues(int64_t lo, int64_t hi, int64_t period, int64_t a, int64_t b) {
-    lo = lo < 0 ? 0 : lo;
-    hi = hi > num_cols ? num_cols : hi;
-    if (lo >= hi) return;
-    // Walk the periods that overlap [lo, hi); each contributes the keys [base + a, base + b).
-    int64_t base = (lo / period) * period;
-    for (;;) {
-      const int64_t first = sat_add(base, a);
-      const int64_t last = sat_add(base, b);
-      range(lo > first ? lo : first, hi < last ? hi : last);
-      if (base >= hi - period) break;
-      base += period;
-    }
+    walk_residues(num_cols, lo, hi, period, a, b, *this);
   }
 };
 
@@ -171,6 +179,138 @@ CsrPattern<Index> build_rows(const char* pattern, int64_t seqlen_q, int64_t seql
   }
   return CsrPattern<Index>(seqlen_q, seqlen_k, std::move(row_ptr), std::move(col_idx));
 }
+
+// IntervalSink takes a row's pieces as intervals: clipped, touching pieces merged (the canonical
+// form). Without arrays it only counts; with them it also writes the row's slots.
+struct IntervalSink {
+  explicit IntervalSink(int64_t cols, int64_t* first = nullptr, int64_t* last = nullptr)
+      : num_cols(cols), begin(first), end(last) {}
+
+  int64_t num_cols = 0;
+  int64_t* begin = nullptr;  // the row's first slots (nullptr: count only)
+  int64_t* end = nullptr;
+  int64_t count = 0;         // intervals of the row so far
+  int64_t keys = 0;          // keys of the row so far
+  bool strided = false;      // a residue class of a period took part (a piece per period)
+
+  void range(int64_t lo, int64_t hi) {
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > num_cols ? num_cols : hi;
+    if (lo >= hi) return;
+    keys += hi - lo;
+    if (count > 0 && last_end_ == lo) {  // pieces ascend and are disjoint: touching ones merge
+      last_end_ = hi;
+      if (end != nullptr) end[count - 1] = hi;
+      return;
+    }
+    if (begin != nullptr) {
+      begin[count] = lo;
+      end[count] = hi;
+    }
+    ++count;
+    last_end_ = hi;
+  }
+  void residues(int64_t lo, int64_t hi, int64_t period, int64_t a, int64_t b) {
+    strided = strided || b - a < period;
+    if (begin != nullptr || b - a == period) {
+      walk_residues(num_cols, lo, hi, period, a, b, *this);
+      return;
+    }
+    // Counting: the pieces in O(1), not one by one (a strided row has pos / stride of them).
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > num_cols ? num_cols : hi;
+    if (lo >= hi) return;
+    int64_t first = (lo / period) * period;  // the first and last periods with a nonempty piece
+    if (sat_add(first, b) <= lo) first += period;
+    int64_t last = ((hi - 1) / period) * period;
+    if (sat_add(last, a) >= hi) last -= period;
+    if (last < first) return;
+    keys += RowCounter::below(hi, period, a, b) - RowCounter::below(lo, period, a, b);
+    const int64_t pieces = (last - first) / period + 1;
+    const bool touches = count > 0 && last_end_ == std::max(lo, sat_add(first, a));  // merges
+    count += touches ? pieces - 1 : pieces;
+    last_end_ = std::min(hi, sat_add(last, b));
+  }
+
+ private:
+  int64_t last_end_ = 0;
+};
+
+// The interval form of `row(i, sink)` (build_rows' row description), or std::nullopt for a
+// pattern of residue classes (strided keys) whose rows average fewer than kMinMeanIntervalLength
+// keys per interval (the pairs are then the cheaper form); a pattern of key ranges is always
+// intervals. Pass one counts, pass two writes into arrays sized exactly (refused past the
+// machine's memory before anything but row_ptr is allocated).
+template <typename RowFn>
+std::optional<IntervalPattern> build_interval_rows(const char* pattern, int64_t seqlen_q, int64_t seqlen_k,
+                                                   RowFn&& row) {
+  check_shape<int64_t>(pattern, seqlen_q, seqlen_k);
+  std::vector<int64_t> row_ptr = internal::allocate<int64_t>(
+      pattern, [&] { return "row_ptr (seqlen_q + 1 offsets)"; }, internal::saturating_plus_one(seqlen_q));
+  int64_t keys = 0;
+  bool strided = false;
+  for (int64_t i = 0; i < seqlen_q; ++i) {
+    IntervalSink counter{seqlen_k};
+    row(i, counter);
+    keys = sat_add(keys, counter.keys);
+    strided = strided || counter.strided;
+    row_ptr[static_cast<size_t>(i) + 1] = row_ptr[static_cast<size_t>(i)] + counter.count;
+  }
+  const int64_t intervals = row_ptr.back();
+  if (strided && intervals > 0 && keys / intervals < kMinMeanIntervalLength) return std::nullopt;
+  const auto what = [&] { return "begin, end (" + std::to_string(intervals) + " intervals)"; };
+  std::vector<int64_t> begin = internal::allocate<int64_t>(pattern, what, intervals);
+  std::vector<int64_t> end = internal::allocate<int64_t>(pattern, what, intervals);
+  for (int64_t i = 0; i < seqlen_q; ++i) {
+    IntervalSink writer{seqlen_k, begin.data() + row_ptr[static_cast<size_t>(i)], end.data() + row_ptr[static_cast<size_t>(i)]};
+    row(i, writer);
+    assert(writer.count == row_ptr[static_cast<size_t>(i) + 1] - row_ptr[static_cast<size_t>(i)]);
+  }
+  return IntervalPattern(seqlen_q, seqlen_k, std::move(row_ptr), std::move(begin), std::move(end));
+}
+
+// The two forms a generator's row description builds: each generator is written once as
+// `xxx_rows(build, ...)` and instantiated with these.
+template <typename Index>
+struct CsrRows {
+  void check_shape(const char* pattern, int64_t seqlen_q, int64_t seqlen_k) const {
+    patterns_internal::check_shape<Index>(pattern, seqlen_q, seqlen_k);
+  }
+  template <typename RowFn>
+  CsrPattern<Index> operator()(const char* pattern, int64_t seqlen_q, int64_t seqlen_k, RowFn&& row) const {
+    return build_rows<Index>(pattern, seqlen_q, seqlen_k, row);
+  }
+};
+struct IntervalRows {
+  void check_shape(const char* pattern, int64_t seqlen_q, int64_t seqlen_k) const {
+    patterns_internal::check_shape<int64_t>(pattern, seqlen_q, seqlen_k);
+  }
+  template <typename RowFn>
+  std::optional<IntervalPattern> operator()(const char* pattern, int64_t seqlen_q, int64_t seqlen_k,
+                                            RowFn&& row) const {
+    return build_interval_rows(pattern, seqlen_q, seqlen_k, row);
+  }
+};
+
+// The interval forms of the generators that describe rows as pieces (patterns.hpp has their
+// definitions; each checks its values as the CSR generator does). std::nullopt as above.
+std::optional<IntervalPattern> full_intervals(int64_t seqlen_q, int64_t seqlen_k);
+std::optional<IntervalPattern> causal_intervals(int64_t seqlen_q, int64_t seqlen_k);
+std::optional<IntervalPattern> sliding_window_intervals(int64_t seqlen_q, int64_t seqlen_k, int64_t w, bool causal);
+std::optional<IntervalPattern> dilated_window_intervals(int64_t seqlen_q, int64_t seqlen_k, int64_t w,
+                                                        int64_t dilation, bool causal);
+std::optional<IntervalPattern> global_window_intervals(int64_t seqlen_q, int64_t seqlen_k, int64_t w, int64_t g,
+                                                       bool causal);
+std::optional<IntervalPattern> prefix_lm_intervals(int64_t seqlen_q, int64_t seqlen_k, int64_t p);
+std::optional<IntervalPattern> strided_intervals(int64_t seqlen_q, int64_t seqlen_k, int64_t stride, bool causal);
+std::optional<IntervalPattern> fixed_intervals(int64_t seqlen_q, int64_t seqlen_k, int64_t stride, int64_t c,
+                                               bool causal);
+std::optional<IntervalPattern> bigbird_intervals(int64_t seqlen_q, int64_t seqlen_k, const BigBirdParams& params);
+std::optional<IntervalPattern> documents_intervals(int64_t seqlen_q, int64_t seqlen_k,
+                                                   const std::vector<int64_t>& lengths,
+                                                   const std::vector<int64_t>& lengths_k, bool causal);
+std::optional<IntervalPattern> random_blocks_intervals(int64_t seqlen_q, int64_t seqlen_k, int64_t block_m,
+                                                       int64_t block_n, double p, uint64_t seed);
 
 // splitmix64 (Steele, Lea, Flood 2014): 64-bit state, passes BigCrush, and every operation is
 // exact integer arithmetic, so a seed gives the same masks with every compiler and library.

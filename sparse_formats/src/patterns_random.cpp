@@ -71,8 +71,8 @@ CsrPattern<Index> random_pattern(int64_t seqlen_q, int64_t seqlen_k, double p, u
   return CsrPattern<Index>(seqlen_q, seqlen_k, std::move(row_ptr), std::move(col_idx));
 }
 
-template <typename Index>
-CsrPattern<Index> random_blocks_pattern(int64_t seqlen_q, int64_t seqlen_k, int64_t block_m,
+template <typename Build>
+auto random_blocks_rows(const Build& build, int64_t seqlen_q, int64_t seqlen_k, int64_t block_m,
                                         int64_t block_n, double p, uint64_t seed) {
   check_at_least("random_blocks", "block_m", block_m, 1);
   check_at_least("random_blocks", "block_n", block_n, 1);
@@ -83,7 +83,7 @@ CsrPattern<Index> random_blocks_pattern(int64_t seqlen_q, int64_t seqlen_k, int6
   // row are visited consecutively).
   int64_t cached_block_row = -1;
   std::vector<int64_t> kept;
-  return build_rows<Index>("random_blocks", seqlen_q, seqlen_k, [&](int64_t i, auto& row) {
+  return build("random_blocks", seqlen_q, seqlen_k, [&](int64_t i, auto& row) {
     const int64_t block_row = i / block_m;
     if (block_row != cached_block_row) {
       cached_block_row = block_row;
@@ -101,6 +101,14 @@ CsrPattern<Index> random_blocks_pattern(int64_t seqlen_q, int64_t seqlen_k, int6
       row.range(block_col * block_n, sat_add(block_col * block_n, block_n));
     }
   });
+}
+
+template <typename Index>
+CsrPattern<Index> random_blocks_pattern(int64_t seqlen_q, int64_t seqlen_k, int64_t block_m, int64_t block_n, double p, uint64_t seed) {
+  return random_blocks_rows(CsrRows<Index>{}, seqlen_q, seqlen_k, block_m, block_n, p, seed);
+}
+std::optional<IntervalPattern> patterns_internal::random_blocks_intervals(int64_t seqlen_q, int64_t seqlen_k, int64_t block_m, int64_t block_n, double p, uint64_t seed) {
+  return random_blocks_rows(IntervalRows{}, seqlen_q, seqlen_k, block_m, block_n, p, seed);
 }
 
 template CsrPattern<int32_t> random_pattern<int32_t>(int64_t, int64_t, double, uint64_t, bool);

@@ -11,11 +11,11 @@ namespace sparse_formats {
 
 using namespace patterns_internal;
 
-template <typename Index>
-CsrPattern<Index> strided_pattern(int64_t seqlen_q, int64_t seqlen_k, int64_t stride, bool causal) {
+template <typename Build>
+auto strided_rows(const Build& build, int64_t seqlen_q, int64_t seqlen_k, int64_t stride, bool causal) {
   check_at_least("strided", "stride", stride, 1);
   const int64_t offset = seqlen_k - seqlen_q;
-  return build_rows<Index>("strided", seqlen_q, seqlen_k, [&](int64_t i, auto& row) {
+  return build("strided", seqlen_q, seqlen_k, [&](int64_t i, auto& row) {
     const int64_t pos = i + offset;
     const int64_t residue = floor_mod(pos, stride);     // the column class j == pos (mod stride)
     const int64_t local_lo = sat_sub(pos, stride - 1);  // |pos - j| < stride
@@ -27,13 +27,21 @@ CsrPattern<Index> strided_pattern(int64_t seqlen_q, int64_t seqlen_k, int64_t st
 }
 
 template <typename Index>
-CsrPattern<Index> fixed_pattern(int64_t seqlen_q, int64_t seqlen_k, int64_t stride, int64_t c,
+CsrPattern<Index> strided_pattern(int64_t seqlen_q, int64_t seqlen_k, int64_t stride, bool causal) {
+  return strided_rows(CsrRows<Index>{}, seqlen_q, seqlen_k, stride, causal);
+}
+std::optional<IntervalPattern> patterns_internal::strided_intervals(int64_t seqlen_q, int64_t seqlen_k, int64_t stride, bool causal) {
+  return strided_rows(IntervalRows{}, seqlen_q, seqlen_k, stride, causal);
+}
+
+template <typename Build>
+auto fixed_rows(const Build& build, int64_t seqlen_q, int64_t seqlen_k, int64_t stride, int64_t c,
                                 bool causal) {
   check_at_least("fixed", "stride", stride, 1);
   check_at_least("fixed", "c", c, 0);
   if (c > stride) fail("fixed: c = ", c, " must be <= stride = ", stride);
   const int64_t offset = seqlen_k - seqlen_q;
-  return build_rows<Index>("fixed", seqlen_q, seqlen_k, [&](int64_t i, auto& row) {
+  return build("fixed", seqlen_q, seqlen_k, [&](int64_t i, auto& row) {
     const int64_t pos = i + offset;
     const int64_t block_begin = floor_div(pos, stride) * stride;  // the query's own stride-block
     const int64_t block_end = sat_add(block_begin, stride);
@@ -43,6 +51,14 @@ CsrPattern<Index> fixed_pattern(int64_t seqlen_q, int64_t seqlen_k, int64_t stri
     row.range(block_begin, hi);
     if (c > 0 && !causal) row.residues(block_end, seqlen_k, stride, stride - c, stride);
   });
+}
+
+template <typename Index>
+CsrPattern<Index> fixed_pattern(int64_t seqlen_q, int64_t seqlen_k, int64_t stride, int64_t c, bool causal) {
+  return fixed_rows(CsrRows<Index>{}, seqlen_q, seqlen_k, stride, c, causal);
+}
+std::optional<IntervalPattern> patterns_internal::fixed_intervals(int64_t seqlen_q, int64_t seqlen_k, int64_t stride, int64_t c, bool causal) {
+  return fixed_rows(IntervalRows{}, seqlen_q, seqlen_k, stride, c, causal);
 }
 
 template CsrPattern<int32_t> strided_pattern<int32_t>(int64_t, int64_t, int64_t, bool);

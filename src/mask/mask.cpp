@@ -11,17 +11,30 @@
 
 #include <limits>
 #include <mutex>
+#include <optional>
 
 namespace spattn {
 
 struct Mask::State {
   int64_t seqlen_q = 0;
   int64_t seqlen_k = 0;
+  int64_t nnz = 0;
   bool full = false;
-  mutable std::once_flag csr_built;
-  mutable sparse_formats::CsrPattern<int64_t> csr;  // built lazily for a full mask
+  std::optional<sparse_formats::IntervalPattern> intervals;  // the interval form
+  mutable std::mutex csr_mutex;
+  mutable bool csr_built = false;                   // (under csr_mutex)
+  mutable sparse_formats::CsrPattern<int64_t> csr;  // the element form; built lazily for the others
   mutable detail::MaskCache cache;
 };
+
+const char* form_name(MaskForm form) {
+  switch (form) {
+    case MaskForm::full: return "full";
+    case MaskForm::intervals: return "intervals";
+    case MaskForm::elements: return "elements";
+  }
+  return "unknown";
+}
 
 namespace {
 
@@ -42,6 +55,7 @@ Mask Mask::full(int64_t seqlen_q, int64_t seqlen_k) {
   state->seqlen_q = seqlen_q;
   state->seqlen_k = seqlen_k;
   state->full = true;
+  state->nnz = seqlen_q * seqlen_k;
   return Mask(std::move(state));
 }
 
@@ -51,8 +65,24 @@ Mask Mask::from_csr(sparse_formats::CsrPattern<int64_t>&& pattern, const std::st
   state->seqlen_q = pattern.num_rows;
   state->seqlen_k = pattern.num_cols;
   state->full = covers_everything(pattern);
+  state->nnz = pattern.nnz();
   state->csr = std::move(pattern);
-  std::call_once(state->csr_built, [] {});
+  state->csr_built = true;
+  return Mask(std::move(state));
+}
+
+Mask Mask::from_intervals(sparse_formats::IntervalPattern&& pattern, const std::string& what) {
+  sparse_formats::validate(pattern, what);
+  const int64_t q = pattern.num_rows, k = pattern.num_cols;
+  if (k > 0 && q > std::numeric_limits<int64_t>::max() / k) {
+    fail(what, ": seqlen_q x seqlen_k = ", q, " x ", k, " pairs overflows int64");
+  }
+  auto state = std::make_shared<State>();
+  state->seqlen_q = q;
+  state->seqlen_k = k;
+  state->nnz = pattern.nnz();
+  state->full = state->nnz == q * k;
+  state->intervals = std::move(pattern);
   return Mask(std::move(state));
 }
 
@@ -83,6 +113,9 @@ Mask Mask::from_csr(const sparse_formats::CsrPatternView<int32_t>& pattern, cons
 Mask Mask::from_spec(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k) {
   const auto parsed = sparse_formats::parse_pattern_spec(spec);
   if (parsed.name == "full" && parsed.params.empty()) return full(seqlen_q, seqlen_k);
+  if (auto intervals = sparse_formats::make_interval_pattern(parsed, seqlen_q, seqlen_k)) {
+    return from_intervals(std::move(*intervals), spec);
+  }
   return from_csr(sparse_formats::make_pattern<int64_t>(parsed, seqlen_q, seqlen_k), spec);
 }
 
@@ -90,8 +123,24 @@ int64_t Mask::seqlen_q() const { return state_->seqlen_q; }
 int64_t Mask::seqlen_k() const { return state_->seqlen_k; }
 bool Mask::is_full() const { return state_->full; }
 
-int64_t Mask::nnz() const {
-  return state_->full ? state_->seqlen_q * state_->seqlen_k : state_->csr.nnz();
+int64_t Mask::nnz() const { return state_->nnz; }
+
+MaskForm Mask::form() const {
+  if (state_->full) return MaskForm::full;
+  return state_->intervals ? MaskForm::intervals : MaskForm::elements;
+}
+
+const sparse_formats::IntervalPattern* Mask::intervals() const {
+  return state_->intervals && !state_->full ? &*state_->intervals : nullptr;
+}
+
+int64_t Mask::memory_bytes() const {
+  int64_t bytes = state_->intervals ? state_->intervals->memory_bytes() : 0;
+  std::lock_guard<std::mutex> lock(state_->csr_mutex);
+  if (state_->csr_built) {
+    bytes += static_cast<int64_t>(sizeof(int64_t) * (state_->csr.row_ptr.size() + state_->csr.col_idx.size()));
+  }
+  return bytes;
 }
 
 double Mask::density() const {
@@ -100,9 +149,12 @@ double Mask::density() const {
 }
 
 sparse_formats::CsrPatternView<int64_t> Mask::csr() const {
-  std::call_once(state_->csr_built, [this] {
-    state_->csr = sparse_formats::full_pattern<int64_t>(state_->seqlen_q, state_->seqlen_k);
-  });
+  std::lock_guard<std::mutex> lock(state_->csr_mutex);
+  if (!state_->csr_built) {
+    state_->csr = state_->intervals ? sparse_formats::intervals_to_csr<int64_t>(*state_->intervals)
+                                    : sparse_formats::full_pattern<int64_t>(state_->seqlen_q, state_->seqlen_k);
+    state_->csr_built = true;
+  }
   return state_->csr.view();
 }
 
@@ -119,7 +171,9 @@ std::shared_ptr<const schedules::FlashMask> MaskCache::flash(const Mask& mask,
   auto& entry = flash_[key];
   if (!entry) {
     entry = std::make_shared<const schedules::FlashMask>(
-        schedules::build_flash_mask(mask.csr(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass));
+        mask.intervals() != nullptr
+            ? schedules::build_flash_mask(*mask.intervals(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass)
+            : schedules::build_flash_mask(mask.csr(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass));
   }
   return entry;
 }
@@ -132,7 +186,11 @@ std::shared_ptr<const schedules::SparseSmallCacheMask> MaskCache::small_cache(co
 
 std::shared_ptr<const schedules::SparseMaskCounts> MaskCache::small_cache_counts(const Mask& mask) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!small_cache_counts_) small_cache_counts_ = std::make_shared<const schedules::SparseMaskCounts>(mask.csr());
+  if (!small_cache_counts_) {
+    small_cache_counts_ = mask.intervals() != nullptr
+                              ? std::make_shared<const schedules::SparseMaskCounts>(*mask.intervals())
+                              : std::make_shared<const schedules::SparseMaskCounts>(mask.csr());
+  }
   return small_cache_counts_;
 }
 

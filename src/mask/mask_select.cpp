@@ -85,6 +85,44 @@ void select_row(const int64_t* first, const int64_t* last, const std::vector<Pla
   }
 }
 
+// select_mask over the interval form: each row's intervals meet the selected key ranges (found by
+// binary search, never walked key by key) and map to output positions; a row whose ranges were
+// given out of order is sorted, and touching pieces merge. O(rows x log + output intervals).
+sparse_formats::IntervalPattern select_intervals(const sparse_formats::IntervalPattern& mask,
+                                                 const std::vector<IndexRange>& rows, int64_t num_rows,
+                                                 const std::vector<PlacedRange>& cols, int64_t num_cols,
+                                                 bool cols_in_order) {
+  sparse_formats::IntervalPattern out = sparse_formats::IntervalPattern::empty(num_rows, num_cols);
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  int64_t local_row = 0;
+  for (const IndexRange& range : rows) {
+    for (int64_t row = range.begin; row < range.end; ++row, ++local_row) {
+      pieces.clear();
+      for (int64_t k = mask.row_begin(row); k < mask.row_end(row); ++k) {
+        const int64_t lo = mask.begin[static_cast<size_t>(k)], hi = mask.end[static_cast<size_t>(k)];
+        auto col = std::upper_bound(cols.begin(), cols.end(), lo,
+                                    [](int64_t key, const PlacedRange& r) { return key < r.end; });
+        for (; col != cols.end() && col->begin < hi; ++col) {
+          const int64_t first = std::max(lo, col->begin), last = std::min(hi, col->end);
+          pieces.emplace_back(first - col->begin + col->local_begin, last - col->begin + col->local_begin);
+        }
+      }
+      if (!cols_in_order) std::sort(pieces.begin(), pieces.end());
+      const int64_t row_first = out.num_intervals();
+      for (const auto& [first, last] : pieces) {
+        if (out.num_intervals() > row_first && out.end.back() == first) {
+          out.end.back() = last;
+        } else {
+          out.begin.push_back(first);
+          out.end.push_back(last);
+        }
+      }
+      out.row_ptr[static_cast<size_t>(local_row) + 1] = out.num_intervals();
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Mask select_mask(const Mask& mask, const std::vector<IndexRange>& rows, const std::vector<IndexRange>& cols) {
@@ -102,6 +140,9 @@ Mask select_mask(const Mask& mask, const std::vector<IndexRange>& rows, const st
     cols_in_order = placed_cols[i - 1].index < placed_cols[i].index;
   }
 
+  if (const sparse_formats::IntervalPattern* intervals = mask.intervals()) {
+    return Mask::from_intervals(select_intervals(*intervals, rows, num_rows, placed_cols, num_cols, cols_in_order), where);
+  }
   const sparse_formats::CsrPatternView<int64_t> csr = mask.csr();
   std::vector<int64_t> row_ptr;
   row_ptr.reserve(static_cast<size_t>(num_rows) + 1);
@@ -128,6 +169,22 @@ std::vector<int64_t> attended_keys(const Mask& mask, const std::vector<IndexRang
     if (num_rows > 0) {
       keys.resize(static_cast<size_t>(mask.seqlen_k()));
       for (int64_t key = 0; key < mask.seqlen_k(); ++key) keys[static_cast<size_t>(key)] = key;
+    }
+    return keys;
+  }
+  if (const sparse_formats::IntervalPattern* intervals = mask.intervals()) {
+    // The union of the rows' intervals, sorted and merged: O(intervals x log + keys), no seqlen_k scratch.
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    for (const IndexRange& range : rows) {
+      for (int64_t k = intervals->row_begin(range.begin); k < intervals->row_begin(range.end); ++k) {
+        spans.emplace_back(intervals->begin[static_cast<size_t>(k)], intervals->end[static_cast<size_t>(k)]);
+      }
+    }
+    std::sort(spans.begin(), spans.end());
+    int64_t covered = 0;  // keys below this are listed
+    for (const auto& [lo, hi] : spans) {
+      for (int64_t key = std::max(lo, covered); key < hi; ++key) keys.push_back(key);
+      covered = std::max(covered, hi);
     }
     return keys;
   }

@@ -100,8 +100,14 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   cost.min_cache_words = schedules::flash_min_cache_words(shape, pass, masking);
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
-  tiles = mask != nullptr ? schedules::masked_flash_tiles(shape, cache_words, pass, mask->csr(), objective)
-                         : schedules::flash_tiles(shape, cache_words, pass);
+  if (mask != nullptr) {
+    // The rows' first and last keys, from the mask's own form.
+    const auto spans = mask->intervals() != nullptr ? schedules::flash_detail::mask_spans(*mask->intervals())
+                                                     : schedules::flash_detail::mask_spans(mask->csr());
+    tiles = schedules::masked_flash_tiles(shape, cache_words, pass, spans, objective);
+  } else {
+    tiles = schedules::flash_tiles(shape, cache_words, pass);
+  }
   const auto flash_mask = mask != nullptr ? mask->cache().flash(*mask, tiles, pass) : nullptr;
   const auto words = pass == Pass::forward
                          ? schedules::predict_flash_forward_words(shape, tiles, flash_mask.get())

@@ -29,6 +29,19 @@ MaskSpans mask_spans(const sparse_formats::CsrPatternView<Index>& mask) {
   return spans;
 }
 
+MaskSpans mask_spans(const sparse_formats::IntervalPattern& mask) {
+  MaskSpans spans;
+  spans.seqlen_k = mask.num_cols;
+  spans.first.assign(static_cast<size_t>(mask.num_rows), mask.num_cols);
+  spans.last.assign(static_cast<size_t>(mask.num_rows), -1);
+  for (int64_t r = 0; r < mask.num_rows; ++r) {
+    if (mask.row_begin(r) == mask.row_end(r)) continue;
+    spans.first[static_cast<size_t>(r)] = mask.begin[static_cast<size_t>(mask.row_begin(r))];
+    spans.last[static_cast<size_t>(r)] = mask.end[static_cast<size_t>(mask.row_end(r)) - 1] - 1;
+  }
+  return spans;
+}
+
 NestEstimate estimate_nest(const HeadShape& shape, FlashNest nest, const NestTiles& tiles,
                            const MaskSpans& spans) {
   const int64_t n_q = static_cast<int64_t>(spans.first.size()), n_k = spans.seqlen_k;
@@ -120,15 +133,13 @@ int64_t fixed_words(const HeadShape& s, Pass pass) {
 
 }  // namespace
 
-template <typename Index>
 FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pass pass,
-                                const sparse_formats::CsrPatternView<Index>& mask, int64_t max_words) {
+                                const flash_detail::MaskSpans& spans, int64_t max_words) {
   FlashTiles tiles = flash_tiles(shape, cache_words, pass, FlashMasking::block_sparse);  // checks M
-  if (mask.num_rows != shape.seqlen_q || mask.num_cols != shape.seqlen_k) {
-    fail("flash_tiles_for_mask: the mask is ", mask.num_rows, " x ", mask.num_cols, ", the problem ",
+  if (static_cast<int64_t>(spans.first.size()) != shape.seqlen_q || spans.seqlen_k != shape.seqlen_k) {
+    fail("flash_tiles_for_mask: the mask is ", spans.first.size(), " x ", spans.seqlen_k, ", the problem ",
          shape.seqlen_q, " x ", shape.seqlen_k);
   }
-  const flash_detail::MaskSpans spans = flash_detail::mask_spans(mask);
   const int64_t budget = max_words - fixed_words(shape, pass);
   // The outer nest (forward or dQ) against every candidate of the other (dK/dV; one empty
   // candidate in the forward): the cheapest pair within the budget, the first found on a tie.
@@ -157,6 +168,17 @@ FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pas
     tiles.dkdv_block_q = second[best_second].tiles.inner;
   }
   return tiles;
+}
+
+template <typename Index>
+FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pass pass,
+                                const sparse_formats::CsrPatternView<Index>& mask, int64_t max_words) {
+  flash_tiles(shape, cache_words, pass, FlashMasking::block_sparse);  // checks M before the shape
+  if (mask.num_rows != shape.seqlen_q || mask.num_cols != shape.seqlen_k) {
+    fail("flash_tiles_for_mask: the mask is ", mask.num_rows, " x ", mask.num_cols, ", the problem ",
+         shape.seqlen_q, " x ", shape.seqlen_k);
+  }
+  return flash_tiles_for_mask(shape, cache_words, pass, flash_detail::mask_spans(mask), max_words);
 }
 
 #define SPATTN_INSTANTIATE(Index)                                                                    \

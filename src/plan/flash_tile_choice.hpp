@@ -29,6 +29,7 @@
 #include "schedules/flash/flash.hpp"
 
 #include <sparse_formats/csr.hpp>
+#include <sparse_formats/intervals.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -43,6 +44,15 @@ namespace spattn::schedules {
 // between the algorithms; this one was measured for the tile choice and is the same everywhere.)
 inline constexpr int64_t kFlopsPerWord = 16;
 
+namespace flash_detail {
+// Each query row's first and last attended key (last = -1 for a row that attends nothing): what
+// the estimate reads, built once per choice in O(seqlen_q).
+struct MaskSpans {
+  int64_t seqlen_k = 0;
+  std::vector<int64_t> first, last;  // (seqlen_q)
+};
+}  // namespace flash_detail
+
 // The tiles for `mask` (seqlen_q x seqlen_k of `shape`, trusted structure with sorted columns) at
 // M = cache_words: the candidates of the pass's nests (the forward's; the backward's dQ and
 // dK/dV nests together) with the smallest summed cost among those whose words (an upper bound from
@@ -51,6 +61,8 @@ inline constexpr int64_t kFlopsPerWord = 16;
 // (flash_resident_words(shape, tiles, pass, block_sparse) <= M). Deterministic in (shape, M,
 // pass, mask, max_words). Throws InvalidArgument when M < flash_min_cache_words(shape, pass,
 // block_sparse) (flash_tiles' message) or the mask's shape is not seqlen_q x seqlen_k.
+FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pass pass,
+                                const flash_detail::MaskSpans& spans, int64_t max_words = INT64_MAX);
 template <typename Index>
 FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pass pass,
                                 const sparse_formats::CsrPatternView<Index>& mask,
@@ -63,23 +75,17 @@ FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pas
 // choice's words + flops, plus a price per pair of a partial tile that the choice does not weigh
 // (smaller tiles over a band have as many partial tiles, each smaller), so smaller tiles lower
 // flash's price where they lower words + flops.)
-template <typename Index>
-FlashTiles masked_flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
-                              const sparse_formats::CsrPatternView<Index>& mask, PlanObjective objective) {
-  return objective == PlanObjective::time ? flash_tiles_for_mask(shape, cache_words, pass, mask)
+inline FlashTiles masked_flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
+                                     const flash_detail::MaskSpans& spans, PlanObjective objective) {
+  return objective == PlanObjective::time ? flash_tiles_for_mask(shape, cache_words, pass, spans)
                                           : flash_tiles(shape, cache_words, pass, FlashMasking::block_sparse);
 }
 
 namespace flash_detail {
 
-// Each query row's first and last attended key (last = -1 for a row that attends nothing): what
-// the estimate reads, built once per choice in O(seqlen_q).
-struct MaskSpans {
-  int64_t seqlen_k = 0;
-  std::vector<int64_t> first, last;  // (seqlen_q)
-};
 template <typename Index>
 MaskSpans mask_spans(const sparse_formats::CsrPatternView<Index>& mask);
+MaskSpans mask_spans(const sparse_formats::IntervalPattern& mask);  // O(seqlen_q) from the intervals
 
 // The estimate the choice minimizes, for one nest's tiles (exposed for the tests): pairs in the
 // (query tile, key tile) pairs visited and words moved (values, list headers and entries; partial

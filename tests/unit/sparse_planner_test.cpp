@@ -100,7 +100,7 @@ TEST(SparsePlanner, SwitchOnRandomMasksIsNearZInputSquaredOverZqk) {
     const double theory = static_cast<double>(n * d) * static_cast<double>(n * d) / static_cast<double>(mask.nnz());
     const auto words = [&](int64_t m) {
       const auto flash_tiles =
-          spattn::schedules::masked_flash_tiles(shape, m, Pass::backward, mask.csr(), spattn::PlanObjective::words);
+          spattn::schedules::masked_flash_tiles(shape, m, Pass::backward, spattn::schedules::flash_detail::mask_spans(mask.csr()), spattn::PlanObjective::words);
       const auto flash_mask = spattn::schedules::build_flash_mask(mask.csr(), n, n, flash_tiles, Pass::backward);
       const auto small_tiles = spattn::schedules::sparse_small_cache_tiles(shape, counts, m, Pass::backward,
                                                                           spattn::PlanObjective::words, 1);
@@ -289,7 +289,7 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
     EXPECT_EQ(plan.small_cache.time_price,
               spattn::schedules::sparse_small_cache_time_price(plan.small_cache.total(), work));
     // Every tile of a uniform random mask at density 0.1 is partial: flash's pairs are all partial.
-    const auto flash_tiles = spattn::schedules::masked_flash_tiles(shape, m, pass, mask.csr(), spattn::PlanObjective::time);
+    const auto flash_tiles = spattn::schedules::masked_flash_tiles(shape, m, pass, spattn::schedules::flash_detail::mask_spans(mask.csr()), spattn::PlanObjective::time);
     const auto flash_mask = spattn::schedules::build_flash_mask(mask.csr(), n, n, flash_tiles, pass);
     const int64_t partial = spattn::schedules::flash_partial_pairs(&flash_mask, pass);
     EXPECT_GT(partial, 0);

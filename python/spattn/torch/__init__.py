@@ -38,7 +38,9 @@ _OBJECTIVES = ("time", "words")
 
 
 class Mask:
-    """A prepared attention mask: the (query, key) pairs that attend, held as CSR.
+    """A prepared attention mask: the (query, key) pairs that attend, in its most compact exact form
+    (``form``): "full", "intervals" (per query row a few [begin, end) key ranges: causal, windows,
+    documents, prefix-LM, block patterns) or "elements" (every pair, CSR).
 
     Build it once and pass it to every layer and call: what the planner and the schedules need is
     built inside on first use and kept. Generated patterns take no seqlen_q x seqlen_k memory.
@@ -46,7 +48,10 @@ class Mask:
 
     def __init__(self, handle):
         if not isinstance(handle, torch.ScriptObject):
-            raise TypeError("Mask: build masks with Mask.from_spec, from_dense, from_csr, from_sparse or full")
+            raise TypeError(
+                "Mask: build masks with Mask.from_spec, from_intervals, from_cu_seqlens, from_document_ids, "
+                "from_dense, from_csr, from_sparse or full"
+            )
         self._handle = handle
         self._key = handle.key()  # what the ops take; valid while this Mask lives
 
@@ -77,6 +82,41 @@ class Mask:
         _check_length("Mask.from_csr", "shape[0]", seqlen_q)
         _check_length("Mask.from_csr", "shape[1]", seqlen_k)
         return Mask(_translate(lambda: MaskClass.from_csr(crow_indices.cpu(), col_indices.cpu(), seqlen_q, seqlen_k)))
+
+    @staticmethod
+    def from_intervals(row_ptr: torch.Tensor, begin: torch.Tensor, end: torch.Tensor, shape: Sequence[int]) -> "Mask":
+        """Interval structure (integer tensors): query row i attends the keys [begin[k], end[k]) for k
+        in [row_ptr[i], row_ptr[i + 1]); intervals non-empty, ascending, not overlapping."""
+        if len(shape) != 2:
+            raise ValueError(f"Mask.from_intervals: shape must be (seqlen_q, seqlen_k), got {tuple(shape)}")
+        for name, t in (("row_ptr", row_ptr), ("begin", begin), ("end", end)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"Mask.from_intervals: {name} must be a tensor, got {type(t).__name__}")
+        seqlen_q, seqlen_k = (int(x) for x in shape)
+        _check_length("Mask.from_intervals", "shape[0]", seqlen_q)
+        _check_length("Mask.from_intervals", "shape[1]", seqlen_k)
+        return Mask(_translate(lambda: MaskClass.from_intervals(row_ptr.cpu(), begin.cpu(), end.cpu(), seqlen_q, seqlen_k)))
+
+    @staticmethod
+    def from_cu_seqlens(cu_seqlens_q: torch.Tensor, cu_seqlens_k: Optional[torch.Tensor] = None, causal: bool = False) -> "Mask":
+        """Packed documents as FlashAttention's varlen holds them: document d has the queries
+        [cu_seqlens_q[d], cu_seqlens_q[d + 1]) and the keys of cu_seqlens_k (default: the same);
+        ``causal`` is bottom-right aligned within each document. O(tokens) memory."""
+        from ..documents import check_flag, from_cu_seqlens
+
+        check_flag("Mask.from_cu_seqlens", causal)
+        row_ptr, begin, end, seqlen_q, seqlen_k = from_cu_seqlens(cu_seqlens_q, cu_seqlens_k, causal)
+        return Mask.from_intervals(row_ptr, begin, end, (seqlen_q, seqlen_k))
+
+    @staticmethod
+    def from_document_ids(ids_q: torch.Tensor, ids_k: Optional[torch.Tensor] = None, causal: bool = False) -> "Mask":
+        """Query i attends key j when ids_q[i] == ids_k[j] (ids_k defaults to ids_q), and with
+        ``causal`` also j <= i + (seqlen_k - seqlen_q): FlexAttention's document mask. O(tokens)."""
+        from ..documents import check_flag, from_document_ids
+
+        check_flag("Mask.from_document_ids", causal)
+        row_ptr, begin, end, seqlen_q, seqlen_k = from_document_ids(ids_q, ids_k, causal)
+        return Mask.from_intervals(row_ptr, begin, end, (seqlen_q, seqlen_k))
 
     @staticmethod
     def from_dense(mask: torch.Tensor) -> "Mask":
@@ -125,6 +165,21 @@ class Mask:
         """The attended pairs (Z_QK)."""
         return self._handle.nnz()
 
+    @property
+    def form(self) -> str:
+        """"full", "intervals" or "elements": the form the mask lives in."""
+        return self._handle.form()
+
+    def memory_bytes(self) -> int:
+        """The bytes of the arrays the mask holds (its form's, plus a CSR copy once crow_indices or
+        col_indices asked for one); the schedules' cached structures are not counted."""
+        return self._handle.memory_bytes()
+
+    def intervals(self) -> Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """(row_ptr, begin, end) of the interval form (copies), or None in another form."""
+        parts = self._handle.intervals()
+        return tuple(parts) if parts else None
+
     def select(self, rows: Sequence[Tuple[int, int]], cols: Sequence[Tuple[int, int]]) -> "Mask":
         """The mask restricted to some query positions and key positions.
 
@@ -165,11 +220,16 @@ class Mask:
         return self
 
     def __reduce__(self):
+        if self.form == "full":
+            return (Mask.full, self.shape)
+        parts = self.intervals()
+        if parts is not None:
+            return (Mask.from_intervals, (*parts, self.shape))
         return (Mask.from_csr, (self.crow_indices(), self.col_indices(), self.shape))
 
     def __repr__(self) -> str:
         seqlen_q, seqlen_k = self.shape
-        return f"spattn.torch.Mask({seqlen_q} x {seqlen_k}, nnz={self.nnz})"
+        return f"spattn.torch.Mask({seqlen_q} x {seqlen_k}, nnz={self.nnz}, form={self.form})"
 
 
 MaskArg = Union[None, Mask, Sequence[Mask]]

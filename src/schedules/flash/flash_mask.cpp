@@ -56,14 +56,14 @@ void check_positive(const char* name, int64_t rows) {
   if (rows < 1) fail("build_flash_mask: tile ", name, " = ", rows, " rows must be positive");
 }
 
-}  // namespace
-
-template <typename Index>
-FlashMask build_flash_mask(const sparse_formats::CsrPatternView<Index>& mask, int64_t seqlen_q,
-                           int64_t seqlen_k, const FlashTiles& tiles, Pass pass) {
-  if (mask.num_rows != seqlen_q || mask.num_cols != seqlen_k) {
-    fail("build_flash_mask: mask is ", mask.num_rows, " x ", mask.num_cols, ", expected ", seqlen_q,
-         " x ", seqlen_k, " (seqlen_q x seqlen_k)");
+// The FlashMask of a mask of `rows` x `cols` from its re-blocking: to_bsr(block_m, block_n) is the
+// mask's BsrMask at those blocks (from CSR or from intervals).
+template <typename ToBsr>
+FlashMask flash_mask_of(int64_t rows, int64_t cols, int64_t nnz, int64_t seqlen_q, int64_t seqlen_k,
+                        const FlashTiles& tiles, Pass pass, ToBsr&& to_bsr) {
+  if (rows != seqlen_q || cols != seqlen_k) {
+    fail("build_flash_mask: mask is ", rows, " x ", cols, ", expected ", seqlen_q, " x ", seqlen_k,
+         " (seqlen_q x seqlen_k)");
   }
   check_positive("block_q", tiles.block_q);
   check_positive("block_k", tiles.block_k);
@@ -76,14 +76,28 @@ FlashMask build_flash_mask(const sparse_formats::CsrPatternView<Index>& mask, in
   out.seqlen_k = seqlen_k;
   out.pass = pass;
   out.tiles = tiles;
-  out.nnz = mask.nnz();
-  out.query_rows = lists_of(sparse_formats::csr_to_bsr_mask(mask, tiles.block_q, tiles.block_k));
+  out.nnz = nnz;
+  out.query_rows = lists_of(to_bsr(tiles.block_q, tiles.block_k));
   if (pass == Pass::backward) {
     // Block (I, J) at (dkdv_block_q x dkdv_block_k), transposed: key tile J's list of query tiles.
-    out.key_cols = lists_of(sparse_formats::transpose(
-        sparse_formats::csr_to_bsr_mask(mask, tiles.dkdv_block_q, tiles.dkdv_block_k)));
+    out.key_cols = lists_of(sparse_formats::transpose(to_bsr(tiles.dkdv_block_q, tiles.dkdv_block_k)));
   }
   return out;
+}
+
+}  // namespace
+
+template <typename Index>
+FlashMask build_flash_mask(const sparse_formats::CsrPatternView<Index>& mask, int64_t seqlen_q,
+                           int64_t seqlen_k, const FlashTiles& tiles, Pass pass) {
+  return flash_mask_of(mask.num_rows, mask.num_cols, mask.nnz(), seqlen_q, seqlen_k, tiles, pass,
+                       [&](int64_t bm, int64_t bn) { return sparse_formats::csr_to_bsr_mask(mask, bm, bn); });
+}
+
+FlashMask build_flash_mask(const sparse_formats::IntervalPattern& mask, int64_t seqlen_q, int64_t seqlen_k,
+                           const FlashTiles& tiles, Pass pass) {
+  return flash_mask_of(mask.num_rows, mask.num_cols, mask.nnz(), seqlen_q, seqlen_k, tiles, pass,
+                       [&](int64_t bm, int64_t bn) { return sparse_formats::intervals_to_bsr_mask<int64_t>(mask, bm, bn); });
 }
 
 template FlashMask build_flash_mask<int32_t>(const sparse_formats::CsrPatternView<int32_t>&,

@@ -26,6 +26,7 @@
 #include <spattn/io.hpp>
 
 #include <sparse_formats/csr.hpp>
+#include <sparse_formats/intervals.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -74,6 +75,11 @@ struct FlashMask {
 template <typename Index>
 FlashMask build_flash_mask(const sparse_formats::CsrPatternView<Index>& mask, int64_t seqlen_q,
                            int64_t seqlen_k, const FlashTiles& tiles, Pass pass);
+// The same FlashMask from an interval mask (valid: sparse_formats::validate), by interval
+// arithmetic (sparse_formats::intervals_to_bsr_mask): O(intervals log + stored tiles + partial
+// tiles' bits), never O(nnz). Equal to build_flash_mask(intervals_to_csr(mask), ...).
+FlashMask build_flash_mask(const sparse_formats::IntervalPattern& mask, int64_t seqlen_q, int64_t seqlen_k,
+                           const FlashTiles& tiles, Pass pass);
 
 namespace flash_detail {
 

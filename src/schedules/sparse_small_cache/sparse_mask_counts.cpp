@@ -10,7 +10,8 @@ namespace spattn::schedules {
 // One pass over the rows, run by run: the runs are kept until there are more than nnz / 4 of them
 // (then the mask is unstructured and the counts walk the entries); the keys with an entry are
 // counted from the runs' coverage (+1 at a run's first key, -1 past its last).
-SparseMaskCounts::SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>& csr) : csr_(csr) {
+SparseMaskCounts::SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>& csr)
+    : seqlen_q_(csr.num_rows), seqlen_k_(csr.num_cols), row_ptr_(csr.row_ptr), col_idx_(csr.col_idx) {
   const int64_t m = std::max<int64_t>(csr.num_rows, 0), n = std::max<int64_t>(csr.num_cols, 0);
   nnz_ = csr.nnz();
   const auto max_runs = static_cast<size_t>(nnz_ / 4);
@@ -42,6 +43,42 @@ SparseMaskCounts::SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>
   }
   if (!keep_runs) {
     for (auto* runs : {&run_ptr_, &run_begin_, &run_end_}) std::vector<int64_t>().swap(*runs);
+  }
+}
+
+// The intervals are the runs (touching ones are merged, as the CSR walk above merges them); the
+// positions are their lengths' prefix sums.
+SparseMaskCounts::SparseMaskCounts(const sparse_formats::IntervalPattern& intervals)
+    : seqlen_q_(intervals.num_rows), seqlen_k_(intervals.num_cols) {
+  const int64_t m = std::max<int64_t>(seqlen_q_, 0), n = std::max<int64_t>(seqlen_k_, 0);
+  positions_.assign(static_cast<size_t>(m + 1), 0);
+  run_ptr_.assign(1, 0);
+  run_ptr_.reserve(static_cast<size_t>(m + 1));
+  std::vector<int64_t> coverage(static_cast<size_t>(n + 1), 0);
+  for (int64_t i = 0; i < m; ++i) {
+    int64_t length = 0;
+    for (int64_t k = intervals.row_begin(i); k < intervals.row_end(i); ++k) {
+      const int64_t begin = intervals.begin[static_cast<size_t>(k)], end = intervals.end[static_cast<size_t>(k)];
+      length += end - begin;
+      if (!run_end_.empty() && run_ptr_.back() < static_cast<int64_t>(run_end_.size()) && run_end_.back() == begin) {
+        run_end_.back() = end;  // touching intervals of one row: one run
+      } else {
+        run_begin_.push_back(begin);
+        run_end_.push_back(end);
+      }
+      ++coverage[static_cast<size_t>(begin)];
+      --coverage[static_cast<size_t>(end)];
+    }
+    if (length > 0) ++nonempty_rows_;
+    positions_[static_cast<size_t>(i) + 1] = positions_[static_cast<size_t>(i)] + length;
+    run_ptr_.push_back(static_cast<int64_t>(run_begin_.size()));
+  }
+  nnz_ = positions_.back();
+  row_ptr_ = positions_.data();
+  int64_t depth = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    depth += coverage[static_cast<size_t>(j)];
+    if (depth > 0) ++nonempty_cols_;
   }
 }
 
@@ -87,13 +124,22 @@ int64_t SparseMaskCounts::entry_runs(int64_t run, bool transposed) const {
   if (run == 1) return nnz_;
   if (!transposed) {
     return remembered(row_runs_memo_, run, [this](int64_t r) {
-      return runs_of(csr_.row_ptr, std::max<int64_t>(csr_.num_rows, 0), r);
+      return runs_of(row_ptr_, std::max<int64_t>(seqlen_q_, 0), r);
     });
   }
   return remembered(key_runs_memo_, run, [this](int64_t r) {
-    const int64_t n = std::max<int64_t>(csr_.num_cols, 0);
+    const int64_t n = std::max<int64_t>(seqlen_k_, 0);
     std::vector<int64_t> col_ptr(static_cast<size_t>(n + 1), 0);
-    for (int64_t p = 0; p < nnz_; ++p) ++col_ptr[static_cast<size_t>(csr_.col_idx[p] + 1)];
+    if (col_idx_ != nullptr) {
+      for (int64_t p = 0; p < nnz_; ++p) ++col_ptr[static_cast<size_t>(col_idx_[p] + 1)];
+    } else {  // the keys' counts from the runs: +1 from a run's first key to its last, summed below
+      std::vector<int64_t> difference(static_cast<size_t>(n + 1), 0);
+      for (size_t k = 0; k < run_begin_.size(); ++k) {
+        ++difference[static_cast<size_t>(run_begin_[k])];
+        --difference[static_cast<size_t>(run_end_[k])];
+      }
+      for (int64_t j = 0, depth = 0; j < n; ++j) col_ptr[static_cast<size_t>(j + 1)] = depth += difference[static_cast<size_t>(j)];
+    }
     for (int64_t j = 0; j < n; ++j) col_ptr[static_cast<size_t>(j + 1)] += col_ptr[static_cast<size_t>(j)];
     return runs_of(col_ptr.data(), n, r);
   });
@@ -125,7 +171,7 @@ SparseMaskCounts::Gathers SparseMaskCounts::gathers(int64_t block_keys, int64_t 
 // when block b holds that one already.
 std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers(int64_t block_keys,
                                                                      const std::vector<int64_t>& runs) const {
-  const int64_t blocks = (std::max<int64_t>(csr_.num_cols, 0) + block_keys - 1) / block_keys;
+  const int64_t blocks = (std::max<int64_t>(seqlen_k_, 0) + block_keys - 1) / block_keys;
   std::vector<std::vector<int64_t>> last(runs.size(), std::vector<int64_t>(static_cast<size_t>(blocks), -1));
   std::vector<Gathers> gathers(runs.size());
   const auto piece_words = [this](int64_t piece, int64_t run) {
@@ -152,9 +198,9 @@ std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers(int64_t b
 // keys when they are kept, else entry by entry.
 template <typename Visit>
 void SparseMaskCounts::for_each_segment(int64_t block_keys, Visit&& visit) const {
-  const int64_t m = std::max<int64_t>(csr_.num_rows, 0);
+  const int64_t m = std::max<int64_t>(seqlen_q_, 0);
   for (int64_t i = 0; i < m; ++i) {
-    int64_t p = csr_.row_ptr[i];
+    int64_t p = row_ptr_[i];
     if (uses_runs()) {
       for (int64_t r = run_ptr_[static_cast<size_t>(i)]; r < run_ptr_[static_cast<size_t>(i + 1)]; ++r) {
         for (int64_t key = run_begin_[static_cast<size_t>(r)]; key < run_end_[static_cast<size_t>(r)];) {
@@ -167,12 +213,12 @@ void SparseMaskCounts::for_each_segment(int64_t block_keys, Visit&& visit) const
       }
       continue;
     }
-    const int64_t row_end = csr_.row_ptr[i + 1];
+    const int64_t row_end = row_ptr_[i + 1];
     while (p < row_end) {
-      const int64_t block = csr_.col_idx[p] / block_keys;
+      const int64_t block = col_idx_[p] / block_keys;
       const int64_t block_end = (block + 1) * block_keys;
       int64_t end = p + 1;
-      while (end < row_end && csr_.col_idx[end] < block_end) ++end;
+      while (end < row_end && col_idx_[end] < block_end) ++end;
       visit(i, block, p, end);
       p = end;
     }
@@ -186,13 +232,13 @@ int64_t SparseMaskCounts::count_touched_keys(int64_t block_rows) const {
 
 // last[c] = the last row block that counted key c.
 int64_t SparseMaskCounts::touched_keys_by_entries(int64_t block_rows) const {
-  const int64_t m = csr_.num_rows;
-  std::vector<int64_t> last(static_cast<size_t>(std::max<int64_t>(csr_.num_cols, 0)), -1);
+  const int64_t m = seqlen_q_;
+  std::vector<int64_t> last(static_cast<size_t>(std::max<int64_t>(seqlen_k_, 0)), -1);
   int64_t touched = 0;
   for (int64_t row0 = 0, b = 0; row0 < m; row0 += block_rows, ++b) {
-    const int64_t end = csr_.row_ptr[std::min(row0 + block_rows, m)];
-    for (int64_t p = csr_.row_ptr[row0]; p < end; ++p) {
-      int64_t& seen = last[static_cast<size_t>(csr_.col_idx[p])];
+    const int64_t end = row_ptr_[std::min(row0 + block_rows, m)];
+    for (int64_t p = row_ptr_[row0]; p < end; ++p) {
+      int64_t& seen = last[static_cast<size_t>(col_idx_[p])];
       if (seen != b) {
         seen = b;
         ++touched;
@@ -205,7 +251,7 @@ int64_t SparseMaskCounts::touched_keys_by_entries(int64_t block_rows) const {
 // Per row block, the size of the union of its rows' runs: sorted by first key (they usually are
 // already: windows and blocks move right row by row), then merged.
 int64_t SparseMaskCounts::touched_keys_by_runs(int64_t block_rows) const {
-  const int64_t m = csr_.num_rows;
+  const int64_t m = seqlen_q_;
   std::vector<std::pair<int64_t, int64_t>> block;
   int64_t touched = 0;
   for (int64_t row0 = 0; row0 < m; row0 += block_rows) {

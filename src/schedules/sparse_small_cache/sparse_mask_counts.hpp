@@ -11,6 +11,7 @@
 #pragma once
 
 #include <sparse_formats/csr.hpp>
+#include <sparse_formats/intervals.hpp>
 
 #include <cstdint>
 #include <map>
@@ -25,9 +26,13 @@ class SparseMaskCounts {
   // `csr` must be a valid pattern (sparse_formats::validate: columns in range, strictly increasing
   // in each row) and outlive this object. O(nnz + seqlen_q + seqlen_k).
   explicit SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>& csr);
+  // The same counts from an interval mask (valid: sparse_formats::validate), whose intervals are
+  // the runs: O(seqlen_q + intervals) words (the CSR positions of the rows and a copy of the
+  // intervals), never O(nnz); the counts walk the runs.
+  explicit SparseMaskCounts(const sparse_formats::IntervalPattern& intervals);
 
-  int64_t seqlen_q() const { return csr_.num_rows; }
-  int64_t seqlen_k() const { return csr_.num_cols; }
+  int64_t seqlen_q() const { return seqlen_q_; }
+  int64_t seqlen_k() const { return seqlen_k_; }
   int64_t nnz() const { return nnz_; }
   int64_t nonempty_rows() const { return nonempty_rows_; }  // query rows with an entry
   int64_t nonempty_cols() const { return nonempty_cols_; }  // keys with an entry
@@ -80,7 +85,13 @@ class SparseMaskCounts {
   mutable std::map<int64_t, int64_t> row_runs_memo_, key_runs_memo_;
   mutable std::map<std::pair<int64_t, int64_t>, Gathers> gathers_memo_;
 
-  sparse_formats::CsrPatternView<int64_t> csr_;
+  int64_t seqlen_q_ = 0;
+  int64_t seqlen_k_ = 0;
+  // (seqlen_q + 1): the CSR position where each row's entries start: the CSR's own row_ptr, or
+  // `positions_` built from the intervals.
+  const int64_t* row_ptr_ = nullptr;
+  std::vector<int64_t> positions_;
+  const int64_t* col_idx_ = nullptr;  // (nnz): the CSR's columns; nullptr for intervals
   int64_t nnz_ = 0;
   int64_t nonempty_rows_ = 0;
   int64_t nonempty_cols_ = 0;

@@ -1,0 +1,165 @@
+// Re-blocking an interval mask (intervals_to_bsr_mask, intervals.hpp) by interval arithmetic: per
+// block row, the block columns its intervals reach are merged into spans; a block's attended pairs
+// are counted from each interval's two end blocks plus a difference array of the blocks it covers
+// whole; only partial blocks get bits, set a row's run at a time.
+#include <sparse_formats/intervals.hpp>
+
+#include <sparse_formats/error.hpp>
+
+#include "format_internal.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sparse_formats {
+
+using internal::blocks_along;
+using internal::to_size;
+
+namespace {
+
+// Sets bits [first, last) of a bit set.
+void set_bits(uint64_t* words, int64_t first, int64_t last) {
+  while (first < last) {
+    const int64_t word = first / 64, bit = first % 64;
+    const int64_t count = std::min<int64_t>(64 - bit, last - first);
+    const uint64_t ones = count == 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1);
+    words[word] |= ones << bit;
+    first += count;
+  }
+}
+
+// The block columns one block row visits: sorted, disjoint spans [first, last] of block columns,
+// each holding its blocks' positions in the row's list from `offset` on.
+struct BlockSpans {
+  std::vector<std::pair<int64_t, int64_t>> spans;  // (first, last) block columns, inclusive
+  std::vector<int64_t> offset;                      // (spans): list position of the span's first block
+  int64_t total = 0;
+
+  // Position of block column `block` (which must lie in a span) in the row's list.
+  int64_t position(int64_t block) const {
+    const auto it = std::upper_bound(spans.begin(), spans.end(), std::make_pair(block, INT64_MAX));
+    const size_t s = static_cast<size_t>(it - spans.begin()) - 1;
+    return offset[s] + block - spans[s].first;
+  }
+};
+
+}  // namespace
+
+template <typename Index>
+BsrMask<Index> intervals_to_bsr_mask(const IntervalPattern& p, int64_t block_m, int64_t block_n) {
+  const char* context = "intervals_to_bsr_mask";
+  internal::check_block_sizes(context, block_m, block_n);
+  internal::check_shape<Index>(context, p.num_rows, p.num_cols);
+  const int64_t words = blocks_along(internal::checked_mul(context, "block_m", block_m, "block_n", block_n), 64);
+  const int64_t num_block_rows = blocks_along(p.num_rows, block_m);
+  BsrMask<Index> mask;
+  BsrPattern<Index>& out = mask.blocks;
+  out.num_rows = p.num_rows;
+  out.num_cols = p.num_cols;
+  out.block_m = block_m;
+  out.block_n = block_n;
+  out.block_row_ptr.assign(to_size(num_block_rows) + 1, Index{0});
+
+  BlockSpans row;
+  std::vector<std::pair<int64_t, int64_t>> reach;  // per interval: its first and last block column
+  std::vector<int64_t> pairs, covers;               // per listed block: attended pairs; whole-row covers (differences)
+  std::vector<int64_t> slot;                        // per listed block: partial slot or -1
+  std::vector<int64_t> partial_at;                  // list positions of the partial blocks
+  for (int64_t block_row = 0; block_row < num_block_rows; ++block_row) {
+    const int64_t r0 = block_row * block_m, r1 = r0 + std::min(block_m, p.num_rows - r0);
+    const int64_t k0 = p.row_begin(r0), k1 = p.row_begin(r1);
+    // The spans of block columns the rows reach.
+    reach.clear();
+    for (int64_t k = k0; k < k1; ++k) reach.emplace_back(p.begin[to_size(k)] / block_n, (p.end[to_size(k)] - 1) / block_n);
+    std::sort(reach.begin(), reach.end());
+    row.spans.clear();
+    row.offset.clear();
+    row.total = 0;
+    for (const auto& [first, last] : reach) {
+      if (!row.spans.empty() && first <= row.spans.back().second + 1) {
+        row.spans.back().second = std::max(row.spans.back().second, last);
+      } else {
+        row.spans.emplace_back(first, last);
+      }
+    }
+    for (const auto& [first, last] : row.spans) {
+      row.offset.push_back(row.total);
+      row.total += last - first + 1;
+    }
+    // Pairs per listed block: the end blocks of each interval directly, the blocks between by the
+    // number of rows covering them whole.
+    pairs.assign(to_size(row.total), 0);
+    covers.assign(to_size(row.total) + 1, 0);
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t lo = p.begin[to_size(k)], hi = p.end[to_size(k)];
+      const int64_t first = lo / block_n, last = (hi - 1) / block_n;
+      const int64_t at = row.position(first);
+      if (first == last) {
+        pairs[to_size(at)] += hi - lo;
+        continue;
+      }
+      pairs[to_size(at)] += (first + 1) * block_n - lo;
+      pairs[to_size(at + last - first)] += hi - last * block_n;
+      ++covers[to_size(at) + 1];  // blocks first + 1 .. last - 1 lie in one span with `first`
+      --covers[to_size(at + last - first)];
+    }
+    // The blocks in list order: full iff every in-range element attends.
+    slot.assign(to_size(row.total), -1);
+    const int64_t rows = r1 - r0;
+    int64_t depth = 0;
+    for (size_t s = 0; s < row.spans.size(); ++s) {
+      for (int64_t block = row.spans[s].first; block <= row.spans[s].second; ++block) {
+        const int64_t at = row.offset[s] + block - row.spans[s].first;
+        const int64_t cols = std::min(block_n, p.num_cols - block * block_n);
+        depth += covers[to_size(at)];
+        pairs[to_size(at)] += depth * cols;
+        out.block_col_idx.push_back(static_cast<Index>(block));
+        const bool full = pairs[to_size(at)] == rows * cols;
+        mask.kind.push_back(full ? BlockKind::full : BlockKind::partial);
+        if (!full) {
+          slot[to_size(at)] = mask.num_partial();
+          const int64_t total = internal::checked_mul(context, "num_partial", slot[to_size(at)] + 1, "words_per_block", words);
+          internal::resize_checked(
+              mask.partial_bits, total, context,
+              [&] {
+                return detail::concat("partial_bits (num_partial * words_per_block = ", slot[to_size(at)] + 1, " * ",
+                                      words, " words, block_m * block_n = ", block_m, " * ", block_n, ")");
+              },
+              uint64_t{0});
+        }
+        mask.partial_slot.push_back(slot[to_size(at)]);
+      }
+    }
+    // The bits of the partial blocks: each interval sets its run in every partial block it reaches
+    // (found among the row's partial blocks by position, never walking the full ones between).
+    partial_at.clear();
+    for (int64_t at = 0; at < row.total; ++at) {
+      if (slot[to_size(at)] >= 0) partial_at.push_back(at);
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t k = p.row_begin(r); k < p.row_end(r); ++k) {
+        const int64_t lo = p.begin[to_size(k)], hi = p.end[to_size(k)];
+        const int64_t first = lo / block_n, last = (hi - 1) / block_n;
+        const int64_t at = row.position(first);
+        for (auto it = std::lower_bound(partial_at.begin(), partial_at.end(), at);
+             it != partial_at.end() && *it <= at + last - first; ++it) {
+          const int64_t block = first + (*it - at);
+          const int64_t c0 = std::max(lo, block * block_n) - block * block_n;
+          const int64_t c1 = std::min(hi, (block + 1) * block_n) - block * block_n;
+          set_bits(mask.partial_bits.data() + slot[to_size(*it)] * words, (r - r0) * block_n + c0,
+                   (r - r0) * block_n + c1);
+        }
+      }
+    }
+    out.block_row_ptr[to_size(block_row) + 1] = static_cast<Index>(out.num_blocks());
+  }
+  return mask;
+}
+
+template BsrMask<int32_t> intervals_to_bsr_mask<int32_t>(const IntervalPattern&, int64_t, int64_t);
+template BsrMask<int64_t> intervals_to_bsr_mask<int64_t>(const IntervalPattern&, int64_t, int64_t);
+
+}  // namespace sparse_formats

@@ -1,0 +1,165 @@
+// The forms a Mask lives in (spattn/mask.hpp): which form each spec takes, what it holds, and that
+// every algorithm, plan, count and selection over the interval form equals the same mask held as
+// pairs, bit for bit.
+#include <spattn/attention.hpp>
+#include <spattn/mask.hpp>
+#include <spattn/shard.hpp>
+
+#include "support/api_problem.hpp"
+
+#include <sparse_formats/patterns.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using spattn::Algorithm;
+using spattn::AttentionOptions;
+using spattn::IndexRange;
+using spattn::Mask;
+using spattn::MaskForm;
+
+namespace {
+
+// The same mask held pair by pair (the element form), built through the CSR generators.
+Mask as_pairs(const std::string& spec, int64_t n_q, int64_t n_k) {
+  return Mask::from_csr(sparse_formats::make_pattern<int64_t>(sparse_formats::parse_pattern_spec(spec), n_q, n_k),
+                        spec);
+}
+
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i];
+    ASSERT_TRUE(same) << what << "[" << i << "]: " << a[i] << " vs " << b[i];
+  }
+}
+
+}  // namespace
+
+TEST(MaskForms, EachSpecTakesTheFormThatDescribesItExactly) {
+  EXPECT_EQ(Mask::from_spec("full", 64, 64).form(), MaskForm::full);
+  EXPECT_EQ(Mask::from_spec("causal", 64, 64).form(), MaskForm::intervals);
+  EXPECT_EQ(Mask::from_spec("documents:num_docs=4,causal=1", 64, 64).form(), MaskForm::intervals);
+  EXPECT_EQ(Mask::from_spec("bigbird:block=8,seed=1", 64, 64).form(), MaskForm::intervals);
+  EXPECT_EQ(Mask::from_spec("random:p=0.1,seed=1", 64, 64).form(), MaskForm::elements);
+  EXPECT_EQ(Mask::from_spec("sliding_window:w=100", 64, 64).form(), MaskForm::full);  // covers every pair
+  EXPECT_STREQ(spattn::form_name(MaskForm::intervals), "intervals");
+  const Mask causal = Mask::from_spec("causal", 64, 64);
+  ASSERT_NE(causal.intervals(), nullptr);
+  EXPECT_EQ(causal.nnz(), 64 * 65 / 2);
+  EXPECT_EQ(causal.memory_bytes(), 8 * (65 + 2 * 64));
+  EXPECT_EQ(Mask::from_spec("random:p=0.1,seed=1", 64, 64).intervals(), nullptr);
+}
+
+TEST(MaskForms, ACausalMaskOfAMillionTokensHoldsItsRowsNotItsPairs) {
+  const int64_t n = int64_t{1} << 20;
+  const Mask causal = Mask::from_spec("causal", n, n);
+  EXPECT_EQ(causal.form(), MaskForm::intervals);
+  EXPECT_EQ(causal.nnz(), n * (n + 1) / 2);
+  EXPECT_LE(causal.memory_bytes(), 32 * n);
+  const Mask window = Mask::from_spec("sliding_window:w=256", n, n);
+  EXPECT_LE(window.memory_bytes(), 32 * n);
+}
+
+TEST(MaskForms, TheElementStructureOfAnIntervalMaskIsBuiltOnRequest) {
+  const Mask window = Mask::from_spec("sliding_window:w=2", 9, 9);
+  const int64_t compact = window.memory_bytes();
+  const auto csr = window.csr();
+  const auto pairs = sparse_formats::sliding_window_pattern<int64_t>(9, 9, 2);
+  EXPECT_EQ(std::vector<int64_t>(csr.row_ptr, csr.row_ptr + 10), pairs.row_ptr);
+  EXPECT_EQ(std::vector<int64_t>(csr.col_idx, csr.col_idx + csr.nnz()), pairs.col_idx);
+  EXPECT_EQ(window.memory_bytes(), compact + 8 * (10 + pairs.nnz()));
+}
+
+TEST(MaskForms, BadIntervalsAreRefusedNamingTheArgument) {
+  sparse_formats::IntervalPattern overlapping(1, 8, {0, 2}, {0, 3}, {4, 6});
+  try {
+    Mask::from_intervals(std::move(overlapping), "my mask");
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("my mask: row 0, interval 1 = [3, 6) starts before"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Every algorithm over the interval form: the same plan, the same counted words and lines, and the
+// same outputs and gradients, bit for bit, as over the pairs.
+TEST(MaskForms, EveryAlgorithmRunsTheIntervalFormAsThePairs) {
+  const std::vector<std::string> specs = {"causal", "sliding_window:w=5", "documents:num_docs=1,causal=1",
+                                          "global_window:w=3,g=2", "prefix_lm:p=6",
+                                          "bigbird:block=8,w=1,g=1,r=2,seed=3", "sliding_window:w=6 & causal"};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {7, 7}, {97, 97}, {33, 61}, {61, 33}};
+  std::vector<std::string> all = specs;
+  all.push_back("documents:lengths=20/50/27,causal=1");  // 97 only
+  for (const std::string& spec : all) {
+    for (const auto& [n_q, n_k] : shapes) {
+      if (spec.find("lengths=") != std::string::npos && (n_q != 97 || n_k != 97)) continue;
+      const Mask compact = Mask::from_spec(spec, n_q, n_k);
+      const Mask pairs = as_pairs(spec, n_q, n_k);
+      ASSERT_EQ(compact.nnz(), pairs.nnz());
+      ASSERT_EQ(compact.is_full(), pairs.is_full());
+      for (Algorithm algorithm : {Algorithm::automatic, Algorithm::flash, Algorithm::small_cache}) {
+        for (int64_t m : {int64_t{120}, int64_t{4096}}) {
+          SCOPED_TRACE(spec + " " + std::to_string(n_q) + "x" + std::to_string(n_k) + " " +
+                       spattn::algorithm_name(algorithm) + " M " + std::to_string(m));
+          spattn::io::Ledger ledger_compact, ledger_pairs;
+          AttentionOptions options;
+          options.algorithm = algorithm;
+          options.cache_words = m;
+          spattn::testing::ApiProblem a(1, 2, 2, n_q, n_k, 8), b(1, 2, 2, n_q, n_k, 8);
+          options.ledger = &ledger_compact;
+          const auto plans_a = a.run({compact}, options);
+          options.ledger = &ledger_pairs;
+          const auto plans_b = b.run({pairs}, options);
+          EXPECT_EQ(plans_a.first.to_string(), plans_b.first.to_string());  // (== also asks for the same Mask)
+          EXPECT_EQ(plans_a.second.to_string(), plans_b.second.to_string());
+          EXPECT_EQ(ledger_compact.report(), ledger_pairs.report());
+          expect_same_bits(a.o, b.o, "O");
+          expect_same_bits(a.lse, b.lse, "LSE");
+          expect_same_bits(a.dq, b.dq, "dQ");
+          expect_same_bits(a.dk, b.dk, "dK");
+          expect_same_bits(a.dv, b.dv, "dV");
+        }
+      }
+      spattn::testing::ApiProblem check(1, 2, 2, n_q, n_k, 8);
+      check.run({compact}, AttentionOptions{});
+      check.expect_matches_reference({compact});
+    }
+  }
+}
+
+TEST(MaskForms, SelectionsOfTheIntervalFormEqualThoseOfThePairs) {
+  const std::vector<std::string> specs = {"causal", "sliding_window:w=4", "documents:num_docs=5",
+                                          "global_window:w=2,g=3"};
+  const std::vector<std::vector<IndexRange>> row_sets = {{{0, 40}}, {{10, 20}, {30, 35}}, {{39, 40}, {0, 3}}, {}};
+  const std::vector<std::vector<IndexRange>> col_sets = {
+      {{0, 40}}, {{5, 25}}, {{20, 30}, {0, 10}}, {{0, 8}, {8, 16}, {30, 40}}, {{12, 12}, {3, 5}}};
+  for (const std::string& spec : specs) {
+    const Mask compact = Mask::from_spec(spec, 40, 40);
+    const Mask pairs = as_pairs(spec, 40, 40);
+    ASSERT_EQ(compact.form(), MaskForm::intervals);
+    for (const auto& rows : row_sets) {
+      EXPECT_EQ(spattn::attended_keys(compact, rows), spattn::attended_keys(pairs, rows)) << spec;
+      for (const auto& cols : col_sets) {
+        const Mask a = spattn::select_mask(compact, rows, cols);
+        const Mask b = spattn::select_mask(pairs, rows, cols);
+        ASSERT_EQ(a.seqlen_q(), b.seqlen_q());
+        ASSERT_EQ(a.nnz(), b.nnz()) << spec;
+        const auto ca = a.csr(), cb = b.csr();
+        EXPECT_EQ(std::vector<int64_t>(ca.row_ptr, ca.row_ptr + ca.num_rows + 1),
+                  std::vector<int64_t>(cb.row_ptr, cb.row_ptr + cb.num_rows + 1))
+            << spec;
+        EXPECT_EQ(std::vector<int64_t>(ca.col_idx, ca.col_idx + ca.nnz()),
+                  std::vector<int64_t>(cb.col_idx, cb.col_idx + cb.nnz()))
+            << spec;
+        if (!a.is_full() && a.nnz() > 0) {
+          EXPECT_EQ(a.form(), MaskForm::intervals) << spec;
+        }
+      }
+    }
+  }
+}
