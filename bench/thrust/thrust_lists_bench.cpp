@@ -35,9 +35,11 @@ double median_seconds(int repeats, F&& run) {
   return seconds[seconds.size() / 2];
 }
 
-bool same(const FlashTileLists& a, const FlashTileLists& b) {
-  return a.tile_ptr == b.tile_ptr && a.partial_ptr == b.partial_ptr && a.entries == b.entries &&
-         a.bits == b.bits && a.bit_words == b.bit_words;
+// The runs of `a` expanded tile by tile, as the device walks them, against the Thrust lists.
+bool same(const FlashTileLists& a, const spattn::device::FlatTileLists& b) {
+  const spattn::device::FlatTileLists flat = spattn::device::flatten_tile_lists({&a});
+  return flat.tile_ptr == b.tile_ptr && flat.partial_ptr == b.partial_ptr && flat.entries == b.entries &&
+         flat.bits == b.bits && flat.bit_words == b.bit_words;
 }
 
 }  // namespace
@@ -56,7 +58,7 @@ int main(int argc, char** argv) {
     const spattn::Mask mask = spattn::Mask::from_spec(spec, n, n);
     const auto csr = mask.csr();
     FlashMask want;
-    FlashTileLists rows, cols;
+    spattn::device::FlatTileLists rows, cols;
     const double host = median_seconds(repeats, [&] {
       want = spattn::schedules::build_flash_mask(csr, n, n, tiles, spattn::Pass::backward);
     });

@@ -6,6 +6,8 @@
 #include "format_internal.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -154,6 +156,60 @@ IntervalPattern interval_intersection(const IntervalPattern& a, const IntervalPa
       }
     }
     out.row_ptr[to_size(i) + 1] = out.num_intervals();
+  }
+  return out;
+}
+
+IntervalPattern transpose(const IntervalPattern& p) {
+  // Row i enters the keys' attending set at each of its intervals' begin and leaves at its end.
+  struct Event {
+    int64_t key, row;
+    bool operator<(const Event& o) const { return key < o.key || (key == o.key && row < o.row); }
+  };
+  std::vector<Event> enter, leave;
+  enter.reserve(to_size(p.num_intervals()));
+  leave.reserve(to_size(p.num_intervals()));
+  for (int64_t i = 0; i < p.num_rows; ++i) {
+    for (int64_t k = p.row_begin(i); k < p.row_end(i); ++k) {
+      enter.push_back({p.begin[to_size(k)], i});
+      leave.push_back({p.end[to_size(k)], i});
+    }
+  }
+  std::sort(enter.begin(), enter.end());
+  std::sort(leave.begin(), leave.end());
+  std::map<int64_t, int64_t> active;  // the attending rows as runs: first row -> one past the last
+  const auto remove = [&](int64_t row) {
+    auto run = std::prev(active.upper_bound(row));
+    const int64_t first = run->first, last = run->second;
+    active.erase(run);
+    if (first < row) active.emplace(first, row);
+    if (row + 1 < last) active.emplace(row + 1, last);
+  };
+  const auto add = [&](int64_t row) {
+    int64_t first = row, last = row + 1;
+    auto after = active.find(row + 1);
+    if (after != active.end()) {
+      last = after->second;
+      active.erase(after);
+    }
+    auto before = active.lower_bound(row);
+    if (before != active.begin() && std::prev(before)->second == row) {
+      --before;
+      first = before->first;
+      active.erase(before);
+    }
+    active.emplace(first, last);
+  };
+  IntervalPattern out = IntervalPattern::empty(p.num_cols, p.num_rows);
+  size_t next_enter = 0, next_leave = 0;
+  for (int64_t key = 0; key < p.num_cols; ++key) {
+    for (; next_leave < leave.size() && leave[next_leave].key == key; ++next_leave) remove(leave[next_leave].row);
+    for (; next_enter < enter.size() && enter[next_enter].key == key; ++next_enter) add(enter[next_enter].row);
+    for (const auto& [first, last] : active) {
+      out.begin.push_back(first);
+      out.end.push_back(last);
+    }
+    out.row_ptr[to_size(key) + 1] = out.num_intervals();
   }
   return out;
 }

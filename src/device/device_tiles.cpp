@@ -145,13 +145,15 @@ FlatTileLists flatten_tile_lists(const std::vector<const schedules::FlashTileLis
   flat.entries.reserve(static_cast<size_t>(entries));
   flat.bits.reserve(static_cast<size_t>(partials * flat.bit_words));
   for (const schedules::FlashTileLists* l : lists) {
-    const auto entry_base = static_cast<int64_t>(flat.entries.size());
     const int64_t partial_base = static_cast<int64_t>(flat.bits.size()) / std::max<int64_t>(flat.bit_words, 1);
+    // The device walks one entry per tile (2 * tile + partial): the runs are expanded here.
     for (int64_t i = 0; i <= flat.num_outer; ++i) {
-      flat.tile_ptr.push_back(static_cast<int32_t>(entry_base + l->tile_ptr[static_cast<size_t>(i)]));
+      flat.tile_ptr.push_back(static_cast<int32_t>(static_cast<int64_t>(flat.entries.size())));
       flat.partial_ptr.push_back(static_cast<int32_t>(partial_base + l->partial_ptr[static_cast<size_t>(i)]));
+      if (i < flat.num_outer) {
+        l->for_each_tile(i, [&](int64_t tile, bool partial) { flat.entries.push_back(static_cast<int32_t>(2 * tile + (partial ? 1 : 0))); });
+      }
     }
-    for (int64_t entry : l->entries) flat.entries.push_back(static_cast<int32_t>(entry));
     flat.bits.insert(flat.bits.end(), l->bits.begin(), l->bits.end());
   }
   return flat;

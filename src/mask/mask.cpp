@@ -167,15 +167,25 @@ std::shared_ptr<const schedules::FlashMask> MaskCache::flash(const Mask& mask,
                                                              Pass pass) {
   const FlashKey key{static_cast<int>(pass), tiles.block_q, tiles.block_k, tiles.dkdv_block_q,
                      tiles.dkdv_block_k};
+  const auto transposed = pass == Pass::backward ? transposed_intervals(mask) : nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
   auto& entry = flash_[key];
   if (!entry) {
     entry = std::make_shared<const schedules::FlashMask>(
         mask.intervals() != nullptr
-            ? schedules::build_flash_mask(*mask.intervals(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass)
+            ? schedules::build_flash_mask(*mask.intervals(), transposed.get(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass)
             : schedules::build_flash_mask(mask.csr(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass));
   }
   return entry;
+}
+
+std::shared_ptr<const sparse_formats::IntervalPattern> MaskCache::transposed_intervals(const Mask& mask) {
+  if (mask.intervals() == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!transposed_intervals_) {
+    transposed_intervals_ = std::make_shared<const sparse_formats::IntervalPattern>(sparse_formats::transpose(*mask.intervals()));
+  }
+  return transposed_intervals_;
 }
 
 std::shared_ptr<const schedules::SparseSmallCacheMask> MaskCache::small_cache(const Mask& mask) {

@@ -42,6 +42,35 @@ MaskSpans mask_spans(const sparse_formats::IntervalPattern& mask) {
   return spans;
 }
 
+namespace {
+
+struct TileSpan {
+  int64_t first = 0, last = -1;  // inner tiles [first, last]; empty when last < first
+  bool empty() const { return last < first; }
+  bool holds(int64_t tile) const { return first <= tile && tile <= last; }
+};
+
+// Adds `value` over the tiles of `span` to a difference array.
+void add_over(std::vector<int64_t>& difference, const TileSpan& span, int64_t value) {
+  if (span.empty()) return;
+  difference[static_cast<size_t>(span.first)] += value;
+  difference[static_cast<size_t>(span.last) + 1] -= value;
+}
+
+// The tiles of `a` outside `b` (one or two spans), over a difference array.
+void add_outside(std::vector<int64_t>& difference, const TileSpan& a, const TileSpan& b, int64_t value) {
+  if (b.empty() || b.last < a.first || b.first > a.last) {
+    add_over(difference, a, value);
+    return;
+  }
+  add_over(difference, {a.first, std::min(a.last, b.first - 1)}, value);
+  add_over(difference, {std::max(a.first, b.last + 1), a.last}, value);
+}
+
+TileSpan intersect(const TileSpan& a, const TileSpan& b) { return {std::max(a.first, b.first), std::min(a.last, b.last)}; }
+
+}  // namespace
+
 NestEstimate estimate_nest(const HeadShape& shape, FlashNest nest, const NestTiles& tiles,
                            const MaskSpans& spans) {
   const int64_t n_q = static_cast<int64_t>(spans.first.size()), n_k = spans.seqlen_k;
@@ -55,34 +84,57 @@ NestEstimate estimate_nest(const HeadShape& shape, FlashNest nest, const NestTil
   NestEstimate estimate;
   estimate.bit_words = (tiles.outer * tiles.inner + 63) / 64;
   estimate.flops_per_pair = flash_flops_per_pair(shape, nest);
-  // dK/dV: which key tiles visit anything (their K, V move once each), as a difference array.
-  std::vector<int64_t> key_visits(keys_outer ? static_cast<size_t>(num_tiles(n_k, block_k)) + 1 : 0, 0);
+  // Per query tile, the key tiles it visits (`touched`) and those every one of its rows covers whole
+  // (`full`); the list of a query tile is then at most three runs: partial, full, partial. The
+  // dK/dV nest's lists run over the query tiles of each key tile: a difference array counts, per
+  // key tile, the query tiles visiting it (`key_visits`) and the runs they form (`key_runs`: a run
+  // starts where a query tile visits it and the one before does not, or where the two differ in kind).
+  const size_t num_key_tiles = keys_outer ? static_cast<size_t>(num_tiles(n_k, block_k)) + 1 : 0;
+  std::vector<int64_t> key_visits(num_key_tiles, 0), key_runs(num_key_tiles, 0);
+  TileSpan prev_touched, prev_full;
   for (int64_t q0 = 0; q0 < n_q; q0 += block_q) {
     const int64_t rows = std::min(block_q, n_q - q0);
     int64_t first = n_k, last = -1;  // the span of the tile's attended keys
+    TileSpan full{0, INT64_MAX};     // the key tiles every row covers whole
     for (int64_t r = q0; r < q0 + rows; ++r) {
-      first = std::min(first, spans.first[static_cast<size_t>(r)]);
-      last = std::max(last, spans.last[static_cast<size_t>(r)]);
+      const int64_t row_first = spans.first[static_cast<size_t>(r)], row_last = spans.last[static_cast<size_t>(r)];
+      first = std::min(first, row_first);
+      last = std::max(last, row_last);
+      const int64_t whole_first = (row_first + block_k - 1) / block_k;
+      const int64_t whole_last = row_last + 1 == n_k ? (n_k - 1) / block_k : (row_last + 1) / block_k - 1;
+      full = row_last < 0 ? TileSpan{} : intersect(full, {whole_first, whole_last});
     }
     if (!keys_outer) estimate.words += 3;  // the list header, read for every query tile
-    if (last < 0) continue;
-    const int64_t k_first = first / block_k, k_last = last / block_k;
-    const int64_t cols = std::min((k_last + 1) * block_k, n_k) - k_first * block_k;
-    const int64_t visited = k_last - k_first + 1;  // (query tile, key tile) pairs
+    const TileSpan touched = last < 0 ? TileSpan{} : TileSpan{first / block_k, last / block_k};
+    if (keys_outer) {
+      add_outside(key_runs, touched, prev_touched, 1);  // runs that start at this query tile
+      const TileSpan both = intersect(touched, prev_touched);
+      if (!both.empty()) {  // a kind change against the query tile before starts a run
+        add_outside(key_runs, intersect(both, full), prev_full, 1);
+        add_outside(key_runs, intersect(both, prev_full), full, 1);
+      }
+    }
+    prev_touched = touched;
+    prev_full = full;
+    if (touched.empty()) continue;
+    const int64_t cols = std::min((touched.last + 1) * block_k, n_k) - touched.first * block_k;
+    const int64_t visited = touched.last - touched.first + 1;  // (query tile, key tile) pairs
     estimate.pairs += rows * cols;
     estimate.visited += visited;
     if (keys_outer) {
-      estimate.words += visited * (rows * query_words + 1);  // Q, dO, LSE, D per pair; the entry
-      ++key_visits[static_cast<size_t>(k_first)];
-      --key_visits[static_cast<size_t>(k_last) + 1];
+      estimate.words += visited * rows * query_words;  // Q, dO, LSE, D per pair
+      add_over(key_visits, touched, 1);
     } else {
-      estimate.words += rows * query_words + cols * key_words + visited;  // + the list's entries
+      const TileSpan inside = intersect(full, touched);
+      const int64_t runs = inside.empty() ? 1 : 1 + (inside.first > touched.first) + (inside.last < touched.last);
+      estimate.words += rows * query_words + cols * key_words + 2 * runs;  // + the list's runs
     }
   }
-  int64_t open = 0;  // dK/dV: the query tiles' spans covering key tile kt
+  int64_t open = 0, runs = 0;  // dK/dV: the query tiles' spans covering key tile kt, and their runs
   for (int64_t kt = 0; kt + 1 < static_cast<int64_t>(key_visits.size()); ++kt) {
     open += key_visits[static_cast<size_t>(kt)];
-    estimate.words += 3 + (open > 0 ? tile_rows(n_k, block_k, kt) * key_words : 0);  // header, K, V
+    runs += key_runs[static_cast<size_t>(kt)];
+    estimate.words += 3 + 2 * runs + (open > 0 ? tile_rows(n_k, block_k, kt) * key_words : 0);  // header, runs, K, V
   }
   return estimate;
 }

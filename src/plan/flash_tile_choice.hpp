@@ -88,16 +88,18 @@ MaskSpans mask_spans(const sparse_formats::CsrPatternView<Index>& mask);
 MaskSpans mask_spans(const sparse_formats::IntervalPattern& mask);  // O(seqlen_q) from the intervals
 
 // The estimate the choice minimizes, for one nest's tiles (exposed for the tests): pairs in the
-// (query tile, key tile) pairs visited and words moved (values, list headers and entries; partial
-// tiles' bit sets are left out), from the spans as above.
+// (query tile, key tile) pairs visited and words moved (values, list headers and runs; partial
+// tiles' bit sets are left out), from the spans as above. The runs are counted from each query
+// tile's span of key tiles and the span every one of its rows covers whole (partial, full,
+// partial), exact where the tiles' attended keys are contiguous.
 struct NestEstimate {
   int64_t pairs = 0;
   int64_t words = 0;
   int64_t visited = 0;         // (query tile, key tile) pairs
   int64_t bit_words = 0;       // per partial tile: ceil(outer inner / 64)
   int64_t flops_per_pair = 0;  // of this nest
-  // At least the words the nest moves with a FlashMask of these tiles: words + every visited tile's
-  // bit set (the lists hold at most the visited tiles; only partial ones have bits).
+  // At least the words the nest moves with a FlashMask of these tiles where the attended keys of
+  // its tiles are contiguous: words + every visited tile's bit set (only partial ones have bits).
   int64_t words_bound() const { return words + visited * bit_words; }
   // The cost above in units of 1 / kFlopsPerWord words (integers: the choice is exact).
   int64_t cost() const { return kFlopsPerWord * words + flops_per_pair * pairs; }

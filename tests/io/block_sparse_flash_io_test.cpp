@@ -113,24 +113,27 @@ TEST(BlockSparseFlashIo, HandCountedCausalFourByFour) {
   const Mask mask = pattern_of("causal", 4, 4);
   const FlashTiles tiles{2, 2, 2, 2};
   const FlashMask fwd_mask = build_flash_mask(mask.view(), 4, 4, tiles, Pass::forward);
-  EXPECT_EQ(fwd_mask.query_rows.entries, (std::vector<int64_t>{2 * 0 + 1, 2 * 0 + 0, 2 * 1 + 1}));
+  // Runs (2 * first tile + partial, count): query tile 0 one partial run, query tile 1 a full run
+  // and a partial run (tiles of one kind touch only across kinds here).
+  EXPECT_EQ(fwd_mask.query_rows.run_ptr, (std::vector<int64_t>{0, 1, 3}));
+  EXPECT_EQ(fwd_mask.query_rows.runs, (std::vector<int64_t>{2 * 0 + 1, 1, 2 * 0 + 0, 1, 2 * 1 + 1, 1}));
   EXPECT_EQ(fwd_mask.query_rows.partial_ptr, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(fwd_mask.query_rows.bits, (std::vector<uint64_t>{0b1101, 0b1101}));
-  // Forward: Q 4 rows x 2; K, V 2 + 4 rows x 4; O, LSE 4 x 3. Index: 2 headers x 3, 3 entries,
+  // Forward: Q 4 rows x 2; K, V 2 + 4 rows x 4; O, LSE 4 x 3. Index: 2 headers x 3, 3 runs x 2,
   // 2 bit words.
   const FlashWords forward = predict_flash_forward_words(s, tiles, &fwd_mask);
   EXPECT_EQ(forward.values, (IoCount{8 + 24, 12}));
-  EXPECT_EQ(forward.indices, (IoCount{6 + 3 + 2, 0}));
+  EXPECT_EQ(forward.indices, (IoCount{6 + 6 + 2, 0}));
   HeadFixture head(s);
   check_ledger(count_flash_forward(head, tiles, 1000, &fwd_mask), forward,
                flash_resident_words(s, tiles, Pass::forward, kMasked), 1000);
   // Backward: D pre-pass O, dO 4 x 4, D 4; dK/dV pass K, V 4 rows x 4, Q, dO, LSE, D 4 + 2 rows
   // x 6; dQ pass Q, dO, LSE, D 4 rows x 6, K, V 2 + 4 rows x 4. Writes D 4, dK, dV 16, dQ 8.
   const FlashMask bwd_mask = build_flash_mask(mask.view(), 4, 4, tiles, Pass::backward);
-  EXPECT_EQ(bwd_mask.key_cols.entries, (std::vector<int64_t>{2 * 0 + 1, 2 * 1 + 0, 2 * 1 + 1}));
+  EXPECT_EQ(bwd_mask.key_cols.runs, (std::vector<int64_t>{2 * 0 + 1, 1, 2 * 1 + 0, 1, 2 * 1 + 1, 1}));
   const FlashWords backward = predict_flash_backward_words(s, tiles, &bwd_mask);
   EXPECT_EQ(backward.values, (IoCount{16 + 16 + 36 + 24 + 24, 4 + 16 + 8}));
-  EXPECT_EQ(backward.indices, (IoCount{2 * (6 + 3 + 2), 0}));
+  EXPECT_EQ(backward.indices, (IoCount{2 * (6 + 6 + 2), 0}));
   check_ledger(count_flash_backward(head, tiles, 1000, &bwd_mask), backward,
                flash_resident_words(s, tiles, Pass::backward, kMasked), 1000);
   // Resident: the dense nest plus 3 + 16 + 1 index words.

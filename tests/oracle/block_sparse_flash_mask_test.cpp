@@ -32,10 +32,7 @@ TEST(BlockSparseFlash, Int32AndInt64MasksGiveTheSameFlashMask) {
   const FlashMask b = build_flash_mask(mask64.view(), 97, 257, tiles, Pass::backward);
   for (const auto* lists : {&a.query_rows, &a.key_cols}) {
     const FlashTileLists& other = lists == &a.query_rows ? b.query_rows : b.key_cols;
-    EXPECT_EQ(lists->tile_ptr, other.tile_ptr);
-    EXPECT_EQ(lists->partial_ptr, other.partial_ptr);
-    EXPECT_EQ(lists->entries, other.entries);
-    EXPECT_EQ(lists->bits, other.bits);
+    EXPECT_TRUE(*lists == other);
   }
   EXPECT_EQ(a.query_rows.num_outer_tiles(), 11);  // ceil(97 / 9)
   EXPECT_EQ(a.key_cols.num_outer_tiles(), 24);    // ceil(257 / 11)

@@ -229,8 +229,8 @@ TEST(BlockSparseFlash, EmptyQueryRowsAndUnattendedKeysGiveZerosNeverNan) {
   ASSERT_LT(bwd_tiles.dkdv_block_k, 50);
   const FlashMask fwd_mask = build_flash_mask(mask.view(), 257, 257, fwd_tiles, Pass::forward);
   const FlashMask bwd_mask = build_flash_mask(mask.view(), 257, 257, bwd_tiles, Pass::backward);
-  EXPECT_EQ(fwd_mask.query_rows.tile_ptr[1], 0) << "query tile 0 has an empty key list";
-  EXPECT_EQ(bwd_mask.key_cols.tile_ptr[1], 0) << "key tile 0 has an empty query list";
+  EXPECT_EQ(fwd_mask.query_rows.run_ptr[1], 0) << "query tile 0 has an empty key list";
+  EXPECT_EQ(bwd_mask.key_cols.run_ptr[1], 0) << "key tile 0 has an empty query list";
   run_flash_forward(head, fwd_tiles, cache_words, &fwd_mask);
   run_flash_backward(head, bwd_tiles, cache_words, &bwd_mask);
   for (int64_t r = 0; r < 100; ++r) {

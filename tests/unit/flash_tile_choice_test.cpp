@@ -39,11 +39,10 @@ HeadShape shape_of(int64_t n_q, int64_t n_k, int64_t d) { return {n_q, n_k, d, d
 int64_t visited_pairs(const FlashTileLists& lists) {
   int64_t pairs = 0;
   for (int64_t i = 0; i < lists.num_outer_tiles(); ++i) {
-    for (int64_t p = lists.tile_ptr[static_cast<size_t>(i)]; p < lists.tile_ptr[static_cast<size_t>(i) + 1]; ++p) {
-      const int64_t tile = lists.entries[static_cast<size_t>(p)] / 2;
+    lists.for_each_tile(i, [&](int64_t tile, bool) {
       pairs += flash_detail::tile_rows(lists.outer_rows, lists.outer_block, i) *
                flash_detail::tile_rows(lists.inner_rows, lists.inner_block, tile);
-    }
+    });
   }
   return pairs;
 }

@@ -70,6 +70,11 @@ IntervalPattern csr_to_intervals(const CsrPatternView<Index>& pattern);
 template <typename Index>
 BsrMask<Index> intervals_to_bsr_mask(const IntervalPattern& pattern, int64_t block_m, int64_t block_n);
 
+// The transpose (num_cols x num_rows): for each key, the runs of query rows attending it. A sweep
+// over the keys with the attending rows kept as runs: O(intervals x log + output intervals), never
+// O(nnz). Canonical.
+IntervalPattern transpose(const IntervalPattern& pattern);
+
 // Union and intersection of two patterns of the same shape (else FormatError naming both shapes),
 // row by row in O(intervals(a) + intervals(b)); the result is canonical.
 IntervalPattern interval_union(const IntervalPattern& a, const IntervalPattern& b);

@@ -7,6 +7,7 @@
 // This header is plain C++ and includes no Thrust: its callers need not see the toolkit's headers.
 #pragma once
 
+#include "device/device_tiles.hpp"
 #include "schedules/flash/flash_mask.hpp"
 #include "schedules/common/tile_math.hpp"
 
@@ -63,10 +64,11 @@ inline ListGeometry list_geometry(int64_t seqlen_q, int64_t seqlen_k, int64_t ou
 }
 
 // The lists of `mask` (seqlen_q x seqlen_k, trusted structure) in `direction`, built by the Thrust
-// algorithm on the host; equal, array for array, to build_flash_mask's query_rows (outer_block =
-// block_q, inner_block = block_k) or key_cols (outer_block = dkdv_block_k, inner_block =
-// dkdv_block_q). Throws InvalidArgument when the mask's shape is not seqlen_q x seqlen_k.
-schedules::FlashTileLists build_tile_lists_thrust_host(
+// algorithm on the host, tile by tile as the device walks them; equal, array for array, to
+// flatten_tile_lists of build_flash_mask's query_rows (outer_block = block_q, inner_block =
+// block_k) or key_cols (outer_block = dkdv_block_k, inner_block = dkdv_block_q). Throws
+// InvalidArgument when the mask's shape is not seqlen_q x seqlen_k.
+FlatTileLists build_tile_lists_thrust_host(
     const sparse_formats::CsrPatternView<int64_t>& mask, int64_t seqlen_q, int64_t seqlen_k,
     int64_t outer_block, int64_t inner_block, ListDirection direction);
 

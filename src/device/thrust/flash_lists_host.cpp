@@ -12,16 +12,16 @@
 namespace spattn::device {
 namespace {
 
-template <typename T>
-std::vector<T> to_std(const thr::device_vector<T>& v) {
-  std::vector<T> out(v.size());
-  thr::copy(v.begin(), v.end(), out.begin());
-  return out;
+template <typename To, typename From>
+std::vector<To> to_std(const thr::device_vector<From>& v) {
+  std::vector<From> wide(v.size());
+  thr::copy(v.begin(), v.end(), wide.begin());
+  return std::vector<To>(wide.begin(), wide.end());
 }
 
 }  // namespace
 
-schedules::FlashTileLists build_tile_lists_thrust_host(
+FlatTileLists build_tile_lists_thrust_host(
     const sparse_formats::CsrPatternView<int64_t>& mask, int64_t seqlen_q, int64_t seqlen_k,
     int64_t outer_block, int64_t inner_block, ListDirection direction) {
   if (mask.num_rows != seqlen_q || mask.num_cols != seqlen_k) {
@@ -37,16 +37,16 @@ schedules::FlashTileLists build_tile_lists_thrust_host(
   const int64_t* row_ptr = mask.row_ptr != nullptr ? mask.row_ptr : &zero;
   build_tile_lists(thr::cpp::par, row_ptr, mask.col_idx, mask.nnz(), g, tile_ptr, partial_ptr,
                    entries, bits);
-  schedules::FlashTileLists lists;
-  lists.outer_rows = g.outer_rows;
-  lists.inner_rows = g.inner_rows;
-  lists.outer_block = g.outer_block;
+  FlatTileLists lists;
+  lists.num_outer = g.num_outer;
+  lists.num_inner = g.num_inner;
   lists.inner_block = g.inner_block;
   lists.bit_words = g.bit_words;
-  lists.tile_ptr = to_std(tile_ptr);
-  lists.partial_ptr = to_std(partial_ptr);
-  lists.entries = to_std(entries);
-  lists.bits = to_std(bits);
+  lists.num_masks = 1;
+  lists.tile_ptr = to_std<int32_t>(tile_ptr);
+  lists.partial_ptr = to_std<int32_t>(partial_ptr);
+  lists.entries = to_std<int32_t>(entries);
+  lists.bits = to_std<uint64_t>(bits);
   return lists;
 }
 

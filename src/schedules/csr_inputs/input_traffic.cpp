@@ -88,11 +88,9 @@ InputTraffic nest(const FlashTileLists* lists, const std::vector<InputTraffic>& 
     return sum;
   }
   for (size_t i = 0; i < outer.size(); ++i) {
-    const int64_t begin = lists->tile_ptr[i];
-    const int64_t end = lists->tile_ptr[i + 1];
-    if (begin == end) continue;
+    if (lists->run_ptr[i] == lists->run_ptr[i + 1]) continue;
     sum += outer[i];
-    for (int64_t p = begin; p < end; ++p) sum += inner[static_cast<size_t>(lists->entries[static_cast<size_t>(p)] / 2)];
+    lists->for_each_tile(static_cast<int64_t>(i), [&](int64_t tile, bool) { sum += inner[static_cast<size_t>(tile)]; });
   }
   return sum;
 }

@@ -50,9 +50,10 @@ struct FlashTiles {
 enum class FlashMasking : uint8_t { dense, block_sparse };
 
 // The index words a masked run keeps resident in each masked loop nest (on top of the tiles):
-//   3 (the list header: tile_ptr pair, partial_ptr) + kFlashListChunk (a chunk of the tile list)
-//   + ceil(outer * inner / 64) (the bit set of one partial tile, one word per 64 bits).
+//   3 (the list header: run_ptr pair, partial_ptr) + kFlashListChunk (a chunk of the list's runs,
+//   2 words a run) + ceil(outer * inner / 64) (the bit set of one partial tile, one word per 64 bits).
 inline constexpr int64_t kFlashListChunk = 16;
+static_assert(kFlashListChunk % 2 == 0, "a chunk holds whole runs of 2 words");
 int64_t flash_mask_resident_words(int64_t outer_rows, int64_t inner_rows);
 
 // The words resident in fast memory while the schedule runs with these tiles: the peak, exactly

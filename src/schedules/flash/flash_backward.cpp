@@ -102,12 +102,11 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
     const int64_t rows_k = tile_rows(n_k, ck, kt);
     std::fill(dk_acc.data(), dk_acc.data() + rows_k * d, 0.0f);
     std::fill(dv_acc.data(), dv_acc.data() + rows_k * e, 0.0f);
-    const int64_t num_queries = queries.start(kt);
-    if (num_queries > 0) {
+    if (queries.start(kt)) {
       fast.load(Operand::k, p.k.transposed(), 0, k0, d, rows_k, k_tile, 0, rows_k);
       fast.load(Operand::v, p.v.transposed(), 0, k0, e, rows_k, v_tile, 0, rows_k);
     }
-    for (int64_t position = 0; position < num_queries; ++position) {
+    while (queries.more()) {
       const VisitedTile query = queries.next();
       const int64_t q0 = query.tile * cq;
       const int64_t rows_q = tile_rows(n_q, cq, query.tile);
@@ -168,14 +167,13 @@ void dq_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const
     const int64_t q0 = qt * bq;
     const int64_t rows_q = tile_rows(n_q, bq, qt);
     std::fill(dq_acc.data(), dq_acc.data() + rows_q * d, 0.0f);
-    const int64_t num_keys = keys.start(qt);
-    if (num_keys > 0) {
+    if (keys.start(qt)) {
       fast.load(Operand::q, p.q.transposed(), 0, q0, d, rows_q, q_tile, 0, rows_q);
       fast.load(Operand::d_o, p.d_o.transposed(), 0, q0, e, rows_q, do_tile, 0, rows_q);
       fast.load(Operand::lse, p.lse, q0, 0, rows_q, 1, lse, 0, 1);
       fast.load(Operand::delta, p.delta, q0, 0, rows_q, 1, delta, 0, 1);
     }
-    for (int64_t position = 0; position < num_keys; ++position) {
+    while (keys.more()) {
       const VisitedTile key = keys.next();
       const int64_t k0 = key.tile * bk;
       const int64_t rows_k = tile_rows(n_k, bk, key.tile);

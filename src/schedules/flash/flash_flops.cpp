@@ -3,6 +3,7 @@
 
 #include "schedules/flash/flash_mask.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace spattn::schedules {
@@ -21,11 +22,10 @@ int64_t stored_pairs(const FlashTileLists& lists, bool partial_only) {
   int64_t pairs = 0;
   for (int64_t outer = 0; outer < lists.num_outer_tiles(); ++outer) {
     const int64_t rows = flash_detail::tile_rows(lists.outer_rows, lists.outer_block, outer);
-    for (int64_t at = lists.tile_ptr[static_cast<size_t>(outer)];
-         at < lists.tile_ptr[static_cast<size_t>(outer) + 1]; ++at) {
-      const int64_t entry = lists.entries[static_cast<size_t>(at)];  // 2 tile + partial
-      if (partial_only && entry % 2 == 0) continue;
-      pairs += rows * flash_detail::tile_rows(lists.inner_rows, lists.inner_block, entry / 2);
+    for (int64_t r = lists.run_ptr[static_cast<size_t>(outer)]; r < lists.run_ptr[static_cast<size_t>(outer) + 1]; ++r) {
+      if (partial_only && !lists.run_partial(r)) continue;
+      const int64_t row0 = lists.run_first(r) * lists.inner_block;  // the run's rows (the last tile may be short)
+      pairs += rows * std::min(lists.run_count(r) * lists.inner_block, lists.inner_rows - row0);
     }
   }
   return pairs;

@@ -103,9 +103,8 @@ void forward_worker(io::FastMemory& fast, const std::vector<HeadForward>& heads,
     std::fill(row_max.data(), row_max.data() + rows_q, kNegInf);
     std::fill(row_sum.data(), row_sum.data() + rows_q, 0.0f);
 
-    const int64_t num_keys = keys.start(qt);
-    if (num_keys > 0) fast.load(Operand::q, problem.q.transposed(), 0, q0, d, rows_q, q_tile, 0, rows_q);
-    for (int64_t position = 0; position < num_keys; ++position) {
+    if (keys.start(qt)) fast.load(Operand::q, problem.q.transposed(), 0, q0, d, rows_q, q_tile, 0, rows_q);
+    while (keys.more()) {
       const VisitedTile key = keys.next();
       const int64_t k0 = key.tile * bk;
       const int64_t rows_k = tile_rows(n_k, bk, key.tile);

@@ -18,9 +18,9 @@ using io::WordKind;
 
 namespace {
 
-// The lists of a BsrMask whose block rows are the outer tiles (partial slots numbered in block
-// order, as csr_to_bsr_mask and transpose(BsrMask) produce them, so the bits are already in list
-// order and move over unchanged).
+// The lists of a BsrMask whose block rows are the outer tiles, consecutive blocks of one kind
+// joined into runs (partial slots numbered in block order, as csr_to_bsr_mask and
+// transpose(BsrMask) produce them, so the bits are already in list order and move over unchanged).
 template <typename Index>
 FlashTileLists lists_of(sparse_formats::BsrMask<Index>&& bsr) {
   const auto& blocks = bsr.blocks;
@@ -31,21 +31,25 @@ FlashTileLists lists_of(sparse_formats::BsrMask<Index>&& bsr) {
   lists.inner_block = blocks.block_n;
   lists.bit_words = bsr.words_per_block();
   const int64_t num_outer = blocks.view().num_block_rows();
-  lists.tile_ptr.assign(static_cast<size_t>(num_outer) + 1, 0);
+  lists.run_ptr.assign(static_cast<size_t>(num_outer) + 1, 0);
   lists.partial_ptr.assign(static_cast<size_t>(num_outer) + 1, 0);
-  lists.entries.reserve(static_cast<size_t>(blocks.num_blocks()));
   int64_t partial = 0;
   for (int64_t i = 0; i < num_outer; ++i) {
     const auto begin = static_cast<int64_t>(blocks.block_row_ptr[static_cast<size_t>(i)]);
     const auto end = static_cast<int64_t>(blocks.block_row_ptr[static_cast<size_t>(i) + 1]);
-    for (int64_t b = begin; b < end; ++b) {
+    for (int64_t b = begin; b < end;) {
       const bool is_partial = bsr.kind[static_cast<size_t>(b)] == sparse_formats::BlockKind::partial;
-      assert(!is_partial || bsr.partial_slot[static_cast<size_t>(b)] == partial);
-      const auto tile = static_cast<int64_t>(blocks.block_col_idx[static_cast<size_t>(b)]);
-      lists.entries.push_back(2 * tile + (is_partial ? 1 : 0));
-      if (is_partial) ++partial;
+      const auto first = static_cast<int64_t>(blocks.block_col_idx[static_cast<size_t>(b)]);
+      int64_t count = 0;
+      for (; b < end && static_cast<int64_t>(blocks.block_col_idx[static_cast<size_t>(b)]) == first + count &&
+             (bsr.kind[static_cast<size_t>(b)] == sparse_formats::BlockKind::partial) == is_partial;
+           ++b, ++count) {
+        assert(!is_partial || bsr.partial_slot[static_cast<size_t>(b)] == partial + count);
+      }
+      lists.append_run(first, count, is_partial);
+      if (is_partial) partial += count;
     }
-    lists.tile_ptr[static_cast<size_t>(i) + 1] = end;
+    lists.run_ptr[static_cast<size_t>(i) + 1] = lists.num_runs();
     lists.partial_ptr[static_cast<size_t>(i) + 1] = partial;
   }
   lists.bits = std::move(bsr.partial_bits);
@@ -56,11 +60,11 @@ void check_positive(const char* name, int64_t rows) {
   if (rows < 1) fail("build_flash_mask: tile ", name, " = ", rows, " rows must be positive");
 }
 
-// The FlashMask of a mask of `rows` x `cols` from its re-blocking: to_bsr(block_m, block_n) is the
-// mask's BsrMask at those blocks (from CSR or from intervals).
-template <typename ToBsr>
+// The FlashMask of a mask of `rows` x `cols`: query_lists(block_q, block_k) are its lists with the
+// query tiles outer, key_lists(dkdv_block_k, dkdv_block_q) those with the key tiles outer.
+template <typename QueryLists, typename KeyLists>
 FlashMask flash_mask_of(int64_t rows, int64_t cols, int64_t nnz, int64_t seqlen_q, int64_t seqlen_k,
-                        const FlashTiles& tiles, Pass pass, ToBsr&& to_bsr) {
+                        const FlashTiles& tiles, Pass pass, QueryLists&& query_lists, KeyLists&& key_lists) {
   if (rows != seqlen_q || cols != seqlen_k) {
     fail("build_flash_mask: mask is ", rows, " x ", cols, ", expected ", seqlen_q, " x ", seqlen_k,
          " (seqlen_q x seqlen_k)");
@@ -77,11 +81,8 @@ FlashMask flash_mask_of(int64_t rows, int64_t cols, int64_t nnz, int64_t seqlen_
   out.pass = pass;
   out.tiles = tiles;
   out.nnz = nnz;
-  out.query_rows = lists_of(to_bsr(tiles.block_q, tiles.block_k));
-  if (pass == Pass::backward) {
-    // Block (I, J) at (dkdv_block_q x dkdv_block_k), transposed: key tile J's list of query tiles.
-    out.key_cols = lists_of(sparse_formats::transpose(to_bsr(tiles.dkdv_block_q, tiles.dkdv_block_k)));
-  }
+  out.query_rows = query_lists(tiles.block_q, tiles.block_k);
+  if (pass == Pass::backward) out.key_cols = key_lists(tiles.dkdv_block_k, tiles.dkdv_block_q);
   return out;
 }
 
@@ -90,14 +91,24 @@ FlashMask flash_mask_of(int64_t rows, int64_t cols, int64_t nnz, int64_t seqlen_
 template <typename Index>
 FlashMask build_flash_mask(const sparse_formats::CsrPatternView<Index>& mask, int64_t seqlen_q,
                            int64_t seqlen_k, const FlashTiles& tiles, Pass pass) {
-  return flash_mask_of(mask.num_rows, mask.num_cols, mask.nnz(), seqlen_q, seqlen_k, tiles, pass,
-                       [&](int64_t bm, int64_t bn) { return sparse_formats::csr_to_bsr_mask(mask, bm, bn); });
+  return flash_mask_of(
+      mask.num_rows, mask.num_cols, mask.nnz(), seqlen_q, seqlen_k, tiles, pass,
+      [&](int64_t bq, int64_t bk) { return lists_of(sparse_formats::csr_to_bsr_mask(mask, bq, bk)); },
+      // Block (I, J) at (dkdv_block_q x dkdv_block_k), transposed: key tile J's list of query tiles.
+      [&](int64_t ck, int64_t cq) { return lists_of(sparse_formats::transpose(sparse_formats::csr_to_bsr_mask(mask, cq, ck))); });
 }
 
-FlashMask build_flash_mask(const sparse_formats::IntervalPattern& mask, int64_t seqlen_q, int64_t seqlen_k,
+FlashMask build_flash_mask(const sparse_formats::IntervalPattern& mask,
+                           const sparse_formats::IntervalPattern* transposed, int64_t seqlen_q, int64_t seqlen_k,
                            const FlashTiles& tiles, Pass pass) {
-  return flash_mask_of(mask.num_rows, mask.num_cols, mask.nnz(), seqlen_q, seqlen_k, tiles, pass,
-                       [&](int64_t bm, int64_t bn) { return sparse_formats::intervals_to_bsr_mask<int64_t>(mask, bm, bn); });
+  return flash_mask_of(
+      mask.num_rows, mask.num_cols, mask.nnz(), seqlen_q, seqlen_k, tiles, pass,
+      [&](int64_t bq, int64_t bk) { return flash_detail::interval_lists(mask, bq, bk); },
+      [&](int64_t ck, int64_t cq) {
+        // The key tiles' lists are the query tiles' lists of the transposed mask.
+        if (transposed != nullptr) return flash_detail::interval_lists(*transposed, ck, cq);
+        return flash_detail::interval_lists(sparse_formats::transpose(mask), ck, cq);
+      });
 }
 
 template FlashMask build_flash_mask<int32_t>(const sparse_formats::CsrPatternView<int32_t>&,
@@ -133,44 +144,46 @@ TileWalker::TileWalker(io::FastMemory& fast, const FlashTileLists* lists, int64_
   bits_ = fast.allocate<uint64_t>(lists_->bit_words, "mask tile bits");
 }
 
-int64_t TileWalker::start(int64_t outer) {
-  position_ = 0;
+bool TileWalker::start(int64_t outer) {
   if (lists_ == nullptr) {
-    count_ = num_inner_tiles_;
-    return count_;
+    position_ = 0;
+    return num_inner_tiles_ > 0;
   }
-  const auto tile_ptr =
-      io::SlowMatrix<const int64_t>::dense(lists_->tile_ptr.data(), lists_->num_outer_tiles() + 1, 1);
+  const auto run_ptr = io::SlowMatrix<const int64_t>::dense(lists_->run_ptr.data(), lists_->num_outer_tiles() + 1, 1);
   const auto partial_ptr = io::SlowMatrix<const int64_t>::dense(lists_->partial_ptr.data(),
                                                                 lists_->num_outer_tiles() + 1, 1);
-  fast_.load(Operand::mask, tile_ptr, outer, 0, 2, 1, header_, 0, 1, WordKind::index);
+  fast_.load(Operand::mask, run_ptr, outer, 0, 2, 1, header_, 0, 1, WordKind::index);
   fast_.load(Operand::mask, partial_ptr, outer, 0, 1, 1, header_, 2, 1, WordKind::index);
-  count_ = header_[1] - header_[0];
+  run_ = 0;
+  runs_ = header_[1] - header_[0];
+  run_left_ = 0;
   next_partial_ = header_[2];
-  return count_;
+  return runs_ > 0;
 }
 
 VisitedTile TileWalker::next() {
-  assert(position_ < count_);
+  assert(more());
   if (lists_ == nullptr) return VisitedTile{position_++, nullptr};
-  const int64_t in_chunk = position_ % kFlashListChunk;
-  if (in_chunk == 0) {
-    const int64_t words = std::min(kFlashListChunk, count_ - position_);
-    const auto entries =
-        io::SlowMatrix<const int64_t>::dense(lists_->entries.data(), lists_->num_stored(), 1);
-    fast_.load(Operand::mask, entries, header_[0] + position_, 0, words, 1, chunk_, 0, 1,
-               WordKind::index);
+  if (run_left_ == 0) {
+    // The next run; its two words lie in one chunk (kFlashListChunk is even).
+    const int64_t word = 2 * run_, in_chunk = word % kFlashListChunk;
+    if (in_chunk == 0) {
+      const int64_t words = std::min(kFlashListChunk, 2 * runs_ - word);
+      const auto run_words = io::SlowMatrix<const int64_t>::dense(lists_->runs.data(), 2 * lists_->num_runs(), 1);
+      fast_.load(Operand::mask, run_words, 2 * header_[0] + word, 0, words, 1, chunk_, 0, 1, WordKind::index);
+    }
+    tile_ = chunk_[in_chunk] / 2;
+    partial_ = chunk_[in_chunk] % 2 == 1;
+    run_left_ = chunk_[in_chunk + 1];
+    ++run_;
   }
-  ++position_;
-  const int64_t entry = chunk_[in_chunk];
-  VisitedTile visited{entry / 2, nullptr};
+  VisitedTile visited{tile_++, nullptr};
+  --run_left_;
   assert(visited.tile >= 0 && visited.tile < num_inner_tiles_);
-  if (entry % 2 == 1) {
+  if (partial_) {
     const int64_t words = lists_->bit_words;
-    const auto bit_sets = io::SlowMatrix<const uint64_t>::dense(lists_->bits.data(),
-                                                                lists_->num_partial(), words);
-    fast_.load(Operand::mask, bit_sets, next_partial_, 0, 1, words, bits_, 0, words,
-               WordKind::index);
+    const auto bit_sets = io::SlowMatrix<const uint64_t>::dense(lists_->bits.data(), lists_->num_partial(), words);
+    fast_.load(Operand::mask, bit_sets, next_partial_, 0, 1, words, bits_, 0, words, WordKind::index);
     ++next_partial_;
     visited.bits = bits_.data();
   }

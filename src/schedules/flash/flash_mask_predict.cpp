@@ -1,6 +1,6 @@
 // The exact words moved by the flash schedule, dense (flash_tiles.cpp's O(1) formulas) or over a
 // FlashMask (docs/block_sparse.md, "Exact word counts"): sums over the mask's tile lists, O(1) per
-// outer tile, never running the schedule.
+// run of tiles (O(line_words) for lines), never running the schedule.
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_mask.hpp"
 #include "schedules/common/dense_lines.hpp"
@@ -19,54 +19,50 @@ struct ListSums {
   int64_t index_reads = 0;          // 3 per outer tile + 1 per entry + bit_words per partial tile
 };
 
+// The rows of the inner tiles of run r of `lists` (the last inner tile may be short; only a run
+// that ends the sequence holds it).
+int64_t run_rows(const FlashTileLists& lists, int64_t r) {
+  const int64_t row0 = lists.run_first(r) * lists.inner_block;
+  return std::min(lists.run_count(r) * lists.inner_block, lists.inner_rows - row0);
+}
+
 ListSums sum_lists(const FlashTileLists& lists) {
   ListSums sums;
-  const int64_t num_outer = lists.num_outer_tiles();
-  const int64_t last_inner = lists.num_inner_tiles() - 1;
-  // Only the last inner tile can be short; lists are sorted, so only a list's last entry can be it.
-  const int64_t last_short =
-      last_inner < 0 ? 0 : lists.inner_block - tile_rows(lists.inner_rows, lists.inner_block, last_inner);
-  for (int64_t i = 0; i < num_outer; ++i) {
-    const int64_t begin = lists.tile_ptr[static_cast<size_t>(i)];
-    const int64_t end = lists.tile_ptr[static_cast<size_t>(i) + 1];
+  for (int64_t i = 0; i < lists.num_outer_tiles(); ++i) {
+    const int64_t begin = lists.run_ptr[static_cast<size_t>(i)];
+    const int64_t end = lists.run_ptr[static_cast<size_t>(i) + 1];
     if (end == begin) continue;
     sums.outer_rows_visiting += tile_rows(lists.outer_rows, lists.outer_block, i);
-    sums.inner_rows_visited += (end - begin) * lists.inner_block;
-    if (lists.entries[static_cast<size_t>(end) - 1] / 2 == last_inner) {
-      sums.inner_rows_visited -= last_short;
-    }
+    for (int64_t r = begin; r < end; ++r) sums.inner_rows_visited += run_rows(lists, r);
   }
-  sums.index_reads = 3 * num_outer + lists.num_stored() + lists.num_partial() * lists.bit_words;
+  sums.index_reads = 3 * lists.num_outer_tiles() + 2 * lists.num_runs() + lists.num_partial() * lists.bit_words;
   return sums;
 }
 
 // The index lines a TileWalker reads walking every outer tile's list: per outer tile the run
-// tile_ptr[i .. i + 1] and partial_ptr[i], its entries in runs of kFlashListChunk, and per
+// run_ptr[i .. i + 1] and partial_ptr[i], its run words in chunks of kFlashListChunk, and per
 // partial tile its bit set.
 int64_t list_index_lines(const FlashTileLists& lists, int64_t line_words) {
   int64_t lines = lists.num_partial() * io::segment_lines(0, lists.bit_words, line_words);
   for (int64_t i = 0; i < lists.num_outer_tiles(); ++i) {
     lines += io::segment_lines(i, 2, line_words) + 1;
-    const int64_t end = lists.tile_ptr[static_cast<size_t>(i) + 1];
-    for (int64_t p = lists.tile_ptr[static_cast<size_t>(i)]; p < end; p += kFlashListChunk) {
+    const int64_t end = 2 * lists.run_ptr[static_cast<size_t>(i) + 1];
+    for (int64_t p = 2 * lists.run_ptr[static_cast<size_t>(i)]; p < end; p += kFlashListChunk) {
       lines += io::segment_lines(p, std::min(kFlashListChunk, end - p), line_words);
     }
   }
   return lines;
 }
 
-// Calls visit(outer tile, its first row, its rows, number of visited inner tiles) per outer tile
-// and inner(first row, rows) per visited inner tile.
+// Calls visit(outer tile's first row, its rows, whether its list is not empty) per outer tile and
+// inner(first tile, count) per run of its list.
 template <typename Outer, typename Inner>
 void walk_lists(const FlashTileLists& lists, Outer&& outer, Inner&& inner) {
   for (int64_t i = 0; i < lists.num_outer_tiles(); ++i) {
-    const int64_t begin = lists.tile_ptr[static_cast<size_t>(i)];
-    const int64_t end = lists.tile_ptr[static_cast<size_t>(i) + 1];
-    outer(i * lists.outer_block, tile_rows(lists.outer_rows, lists.outer_block, i), end - begin);
-    for (int64_t p = begin; p < end; ++p) {
-      const int64_t tile = lists.entries[static_cast<size_t>(p)] / 2;
-      inner(tile * lists.inner_block, tile_rows(lists.inner_rows, lists.inner_block, tile));
-    }
+    const int64_t begin = lists.run_ptr[static_cast<size_t>(i)];
+    const int64_t end = lists.run_ptr[static_cast<size_t>(i) + 1];
+    outer(i * lists.outer_block, tile_rows(lists.outer_rows, lists.outer_block, i), end > begin);
+    for (int64_t r = begin; r < end; ++r) inner(lists.run_first(r), lists.run_count(r));
   }
 }
 
@@ -80,13 +76,16 @@ FlashWords predict_flash_forward_lines(const HeadShape& shape, const FlashTiles&
   flash_detail::check_mask("predict_flash_forward_lines", mask, shape, tiles, Pass::forward);
   const int64_t d = shape.head_dim, e = shape.head_dim_v, L = line_words;
   lines.values = {};
+  const int64_t bk = tiles.block_k, n_k = shape.seqlen_k;
   walk_lists(
       mask->query_rows,
-      [&](int64_t q0, int64_t rows, int64_t visits) {
-        if (visits > 0) lines.values.reads += dense_rows_lines(q0, rows, d, L);                  // Q
+      [&](int64_t q0, int64_t rows, bool visits) {
+        if (visits) lines.values.reads += dense_rows_lines(q0, rows, d, L);                        // Q
         lines.values.writes += dense_rows_lines(q0, rows, e, L) + io::segment_lines(q0, rows, L);  // O, LSE
       },
-      [&](int64_t k0, int64_t rows) { lines.values.reads += dense_rows_lines(k0, rows, d, L) + dense_rows_lines(k0, rows, e, L); });
+      [&](int64_t first, int64_t count) {
+        lines.values.reads += dense_tile_run_lines(first, count, bk, n_k, d, L) + dense_tile_run_lines(first, count, bk, n_k, e, L);
+      });
   lines.indices.reads = list_index_lines(mask->query_rows, L);
   return lines;
 }
@@ -110,26 +109,30 @@ FlashWords predict_flash_backward_lines(const HeadShape& shape, const FlashTiles
     }
   }
   // dK/dV pass: K, V per key tile that visits; Q, dO, LSE, D per visit; dK, dV written.
+  const int64_t cq = tiles.dkdv_block_q, bk = tiles.block_k;
   walk_lists(
       mask->key_cols,
-      [&](int64_t k0, int64_t rows, int64_t visits) {
+      [&](int64_t k0, int64_t rows, bool visits) {
         const int64_t kv = dense_rows_lines(k0, rows, d, L) + dense_rows_lines(k0, rows, e, L);
-        if (visits > 0) v.reads += kv;
+        if (visits) v.reads += kv;
         v.writes += kv;
       },
-      [&](int64_t q0, int64_t rows) {
-        v.reads += dense_rows_lines(q0, rows, d, L) + dense_rows_lines(q0, rows, e, L) + 2 * io::segment_lines(q0, rows, L);
+      [&](int64_t first, int64_t count) {
+        v.reads += dense_tile_run_lines(first, count, cq, n_q, d, L) + dense_tile_run_lines(first, count, cq, n_q, e, L) +
+                   2 * dense_tile_run_lines(first, count, cq, n_q, 1, L);
       });
   // dQ pass: Q, dO, LSE, D per query tile that visits; K, V per visit; dQ written.
   walk_lists(
       mask->query_rows,
-      [&](int64_t q0, int64_t rows, int64_t visits) {
-        if (visits > 0) {
+      [&](int64_t q0, int64_t rows, bool visits) {
+        if (visits) {
           v.reads += dense_rows_lines(q0, rows, d, L) + dense_rows_lines(q0, rows, e, L) + 2 * io::segment_lines(q0, rows, L);
         }
         v.writes += dense_rows_lines(q0, rows, d, L);
       },
-      [&](int64_t k0, int64_t rows) { v.reads += dense_rows_lines(k0, rows, d, L) + dense_rows_lines(k0, rows, e, L); });
+      [&](int64_t first, int64_t count) {
+        v.reads += dense_tile_run_lines(first, count, bk, n_k, d, L) + dense_tile_run_lines(first, count, bk, n_k, e, L);
+      });
   lines.indices.reads = list_index_lines(mask->key_cols, L) + list_index_lines(mask->query_rows, L);
   return lines;
 }

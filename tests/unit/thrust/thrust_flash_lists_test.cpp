@@ -31,11 +31,11 @@ struct Tally {
   int64_t cases = 0, full = 0, partial = 0;
 };
 
-void expect_same(const FlashTileLists& want, const FlashTileLists& got, const std::string& what) {
+void expect_same(const FlashTileLists& runs, const spattn::device::FlatTileLists& got, const std::string& what) {
   SCOPED_TRACE(what);
-  EXPECT_EQ(got.outer_rows, want.outer_rows);
-  EXPECT_EQ(got.inner_rows, want.inner_rows);
-  EXPECT_EQ(got.outer_block, want.outer_block);
+  const spattn::device::FlatTileLists want = spattn::device::flatten_tile_lists({&runs});  // tile by tile
+  EXPECT_EQ(got.num_outer, want.num_outer);
+  EXPECT_EQ(got.num_inner, want.num_inner);
   EXPECT_EQ(got.inner_block, want.inner_block);
   EXPECT_EQ(got.bit_words, want.bit_words);
   EXPECT_EQ(got.tile_ptr, want.tile_ptr);
@@ -49,9 +49,9 @@ void expect_same(const FlashTileLists& want, const FlashTileLists& got, const st
 void check(const sparse_formats::CsrPatternView<int64_t>& pattern, int64_t n_q, int64_t n_k,
            const FlashTiles& tiles, const std::string& what, Tally& tally) {
   const FlashMask want = build_flash_mask(pattern, n_q, n_k, tiles, Pass::backward);
-  const FlashTileLists rows = build_tile_lists_thrust_host(pattern, n_q, n_k, tiles.block_q,
+  const auto rows = build_tile_lists_thrust_host(pattern, n_q, n_k, tiles.block_q,
                                                            tiles.block_k, ListDirection::query_rows);
-  const FlashTileLists cols = build_tile_lists_thrust_host(
+  const auto cols = build_tile_lists_thrust_host(
       pattern, n_q, n_k, tiles.dkdv_block_k, tiles.dkdv_block_q, ListDirection::key_cols);
   const std::string tile_text = " tiles " + std::to_string(tiles.block_q) + "x" +
                                 std::to_string(tiles.block_k) + " / " +
