@@ -69,6 +69,10 @@ const TimeRates& time_rates();
 struct AlgorithmCost {
   bool feasible = false;        // M >= min_cache_words
   int64_t min_cache_words = 0;  // the smallest M its tiles fit in
+  // > 0: the most attended pairs it runs over (the density-adaptive small_cache materializes a
+  // value per pair); infeasible at every M for a mask with more (`too_large` then set).
+  int64_t max_entries = 0;
+  bool too_large = false;
   int64_t reads = 0;            // predicted words, per head (0 when infeasible)
   int64_t writes = 0;
   int64_t index_words = 0;      // of reads + writes, the mask-structure (index) words

@@ -15,6 +15,8 @@ namespace spattn::plan_detail {
 // largest part's M; its lines are predicted when every part's are (start it predicted).
 inline void add_cost(AlgorithmCost& sum, const AlgorithmCost& cost, int64_t times = 1) {
   sum.feasible = sum.feasible && cost.feasible;
+  sum.too_large = sum.too_large || cost.too_large;
+  sum.max_entries = std::max(sum.max_entries, cost.max_entries);
   sum.min_cache_words = std::max(sum.min_cache_words, cost.min_cache_words);
   sum.reads += cost.reads * times;
   sum.writes += cost.writes * times;

@@ -146,7 +146,9 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
                                       schedules::SparseSmallCacheTiles& tiles) {
   AlgorithmCost cost;
   cost.min_cache_words = schedules::sparse_small_cache_min_cache_words(pass);
-  cost.feasible = cache_words >= cost.min_cache_words;
+  cost.max_entries = schedules::kSparseSmallCacheMaxEntries;
+  cost.too_large = mask.nnz() > cost.max_entries;
+  cost.feasible = cache_words >= cost.min_cache_words && !cost.too_large;
   if (!cost.feasible) return cost;
   // From the mask's counts alone: the schedule's structure is built only if small_cache runs.
   const auto counts = mask.cache().small_cache_counts(mask);
@@ -224,6 +226,7 @@ int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int
 std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask* mask, Pass pass,
                                    PlanObjective objective) {
   const HeadCosts minimum = head_costs(shape, mask, 1, pass, objective);
+  if (minimum.small_cache.too_large || minimum.flash.too_large) return {};  // one algorithm at every M
   const int64_t low = std::max(minimum.flash.min_cache_words, minimum.small_cache.min_cache_words);
   const int64_t high = 16 * std::max<int64_t>(1, std::max(shape.seqlen_q, shape.seqlen_k) *
                                                      std::max(shape.head_dim, shape.head_dim_v));

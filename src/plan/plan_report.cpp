@@ -19,7 +19,8 @@ bool same_shape(const Shape& a, const Shape& b) {
 }
 
 bool same_cost(const AlgorithmCost& a, const AlgorithmCost& b) {
-  return a.feasible == b.feasible && a.min_cache_words == b.min_cache_words && a.reads == b.reads &&
+  return a.feasible == b.feasible && a.min_cache_words == b.min_cache_words && a.max_entries == b.max_entries &&
+         a.too_large == b.too_large && a.reads == b.reads &&
          a.writes == b.writes && a.index_words == b.index_words && a.tiles == b.tiles && a.flops == b.flops &&
          a.time_price == b.time_price && a.partial_pairs == b.partial_pairs && a.entry_visits == b.entry_visits &&
          a.walk_steps == b.walk_steps && a.lines_predicted == b.lines_predicted && a.read_lines == b.read_lines &&
@@ -99,7 +100,9 @@ std::string Plan::to_string() const {
   std::ostringstream out;
   auto cost_line = [&](const char* name, const AlgorithmCost& cost) {
     out << "  " << name << ": ";
-    if (!cost.feasible) {
+    if (cost.too_large) {
+      out << "infeasible (materializes a value per attended pair: at most " << cost.max_entries << ")\n";
+    } else if (!cost.feasible) {
       out << "infeasible (needs M >= " << cost.min_cache_words << ")\n";
     } else {
       const int64_t repeats = num_heads / std::max<int64_t>(cost_heads, 1);

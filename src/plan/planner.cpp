@@ -104,6 +104,10 @@ Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t ca
          " words for head_dim ", head.head_dim, ", head_dim_v ", head.head_dim_v, "; got M = ",
          cache_words);
   }
+  if (requested == Algorithm::small_cache && plan.small_cache.too_large) {
+    fail("plan: small_cache ", pass_name(pass), " materializes a value per attended pair: the mask has ",
+         sparse_mask->nnz(), ", at most ", plan.small_cache.max_entries, " run (use flash)");
+  }
   if (requested == Algorithm::small_cache && !plan.small_cache.feasible) {
     fail("plan: small_cache ", pass_name(pass), " needs M >= ", plan.small_cache.min_cache_words,
          " words; got M = ", cache_words);

@@ -57,6 +57,11 @@
 
 namespace spattn::schedules {
 
+// The most attended pairs the schedule runs over: it materializes S, P and dS at every pair, and
+// three int64 index words per pair (about 40 bytes a pair), so 2^31 pairs need about 80 GiB of
+// slow memory. Past it the planner does not price it (nor walk the mask's pairs to count them).
+inline constexpr int64_t kSparseSmallCacheMaxEntries = int64_t{1} << 31;
+
 // The prepared mask's index arrays: int64, starting on a line (the walks move them in runs of
 // whole line parts; schedules/common/line_aligned_array.hpp).
 using IndexArray = std::vector<int64_t, LineAlignedAllocator<int64_t>>;
