@@ -20,17 +20,6 @@ using internal::to_size;
 
 namespace {
 
-// Sets bits [first, last) of a bit set.
-void set_bits(uint64_t* words, int64_t first, int64_t last) {
-  while (first < last) {
-    const int64_t word = first / 64, bit = first % 64;
-    const int64_t count = std::min<int64_t>(64 - bit, last - first);
-    const uint64_t ones = count == 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1);
-    words[word] |= ones << bit;
-    first += count;
-  }
-}
-
 // The block columns one block row visits: sorted, disjoint spans [first, last] of block columns,
 // each holding its blocks' positions in the row's list from `offset` on.
 struct BlockSpans {
@@ -149,7 +138,7 @@ BsrMask<Index> intervals_to_bsr_mask(const IntervalPattern& p, int64_t block_m, 
           const int64_t block = first + (*it - at);
           const int64_t c0 = std::max(lo, block * block_n) - block * block_n;
           const int64_t c1 = std::min(hi, (block + 1) * block_n) - block * block_n;
-          set_bits(mask.partial_bits.data() + slot[to_size(*it)] * words, (r - r0) * block_n + c0,
+          sparse_formats::set_bit_range(mask.partial_bits.data() + slot[to_size(*it)] * words, (r - r0) * block_n + c0,
                    (r - r0) * block_n + c1);
         }
       }

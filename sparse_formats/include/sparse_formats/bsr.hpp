@@ -64,6 +64,18 @@ struct BsrPattern {
 
 enum class BlockKind : uint8_t { full = 0, partial = 1 };
 
+// Sets bits [first, last) of a partial block's bit set (bit b is bit b % 64 of word b / 64): one
+// row's run of attended columns a word at a time.
+inline void set_bit_range(uint64_t* words, int64_t first, int64_t last) {
+  while (first < last) {
+    const int64_t word = first / 64, bit = first % 64;
+    const int64_t count = 64 - bit < last - first ? 64 - bit : last - first;
+    const uint64_t ones = count == 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1);
+    words[word] |= ones << bit;
+    first += count;
+  }
+}
+
 template <typename Index>
 struct BsrMask {
   BsrPattern<Index> blocks;

@@ -43,17 +43,6 @@ void intersect_spans(std::vector<Span>& a, const std::vector<Span>& b, std::vect
   a.swap(scratch);
 }
 
-// Sets bits [first, last) of a bit set.
-void set_bits(uint64_t* words, int64_t first, int64_t last) {
-  while (first < last) {
-    const int64_t word = first / 64, bit = first % 64;
-    const int64_t count = std::min<int64_t>(64 - bit, last - first);
-    const uint64_t ones = count == 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1);
-    words[word] |= ones << bit;
-    first += count;
-  }
-}
-
 }  // namespace
 
 FlashTileLists interval_lists(const sparse_formats::IntervalPattern& mask, int64_t outer_block, int64_t inner_block) {
@@ -137,7 +126,7 @@ FlashTileLists interval_lists(const sparse_formats::IntervalPattern& mask, int64
             const int64_t c0 = std::max(lo, tile * inner_block) - tile * inner_block;
             const int64_t c1 = std::min(hi, (tile + 1) * inner_block) - tile * inner_block;
             uint64_t* bits = lists.bits.data() + (run->slot + tile - run->first) * lists.bit_words;
-            set_bits(bits, (r - r0) * inner_block + c0, (r - r0) * inner_block + c1);
+            sparse_formats::set_bit_range(bits, (r - r0) * inner_block + c0, (r - r0) * inner_block + c1);
           }
         }
       }
