@@ -198,6 +198,10 @@ std::string describe_mask_memory(const Mask& mask) {
         << " per query row";
   }
   if (const auto* intervals = mask.intervals()) out << ", " << intervals->num_intervals() << " intervals";
+  if (const auto* blocks = mask.blocks()) {
+    out << ", " << blocks->blocks.num_blocks() << " blocks of " << blocks->blocks.block_m << " x " << blocks->blocks.block_n
+        << ", " << blocks->num_partial() << " partial";
+  }
   out << "); as int64 CSR " << 8 * (mask.seqlen_q() + 1 + mask.nnz()) << " bytes";
   return out.str();
 }

@@ -93,7 +93,7 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
       r.backward_tiles = schedules::flash_tiles(shape, cache_words, Pass::backward,
                                                 schedules::FlashMasking::block_sparse);
       const auto build = [&](const schedules::FlashTiles& tiles, Pass pass) {  // from the mask's own form
-        return mask.intervals() != nullptr ? schedules::build_flash_mask(*mask.intervals(), nullptr, n, n, tiles, pass)
+        return mask.row_intervals() != nullptr ? schedules::build_flash_mask(*mask.row_intervals(), nullptr, n, n, tiles, pass)
                                            : schedules::build_flash_mask(mask.csr(), n, n, tiles, pass);
       };
       r.forward_mask = build(r.forward_tiles, Pass::forward);

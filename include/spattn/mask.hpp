@@ -1,11 +1,14 @@
 // A prepared attention mask: the set of (query, key) pairs that attend, validated once, and reused
 // across calls, heads and layers. It lives in the most compact form that describes it exactly
 // (MaskForm): full (no arrays), intervals (per query row a few [begin, end) key ranges: causal,
-// windows, documents, prefix-LM, global tokens, block patterns; O(rows + intervals) words), or
+// windows, documents, prefix-LM, global tokens, block patterns; O(rows + intervals) words), blocks
+// (block-sparse: per block row its stored blocks, full or partial with the in-block bits; 13 bytes
+// a stored block: FlexAttention BlockMasks and block selections a model computes every step), or
 // elements (every attended pair as CSR: random and other element-wise masks). What the planner and
 // the schedules need is built from that form on first use and cached inside, so it is paid once
 // per mask and tile size, not per call: the mask re-blocked at flash's tiles (tile lists,
-// partial-tile bits), small_cache's counts for planning (O(seqlen + intervals) words), and
+// partial-tile bits), the block form's rows as intervals (what the schedules read of it),
+// small_cache's counts for planning (O(seqlen + intervals) words), and
 // small_cache's own structure (CSR copy and transpose, 3 nnz int64 words) only when small_cache
 // runs. docs/api.md lists the costs.
 //
@@ -29,8 +32,8 @@ namespace detail {
 struct MaskCache;  // the schedules' prepared structures (src/mask/mask_cache.hpp)
 }
 
-// The form a Mask lives in (above). form_name: "full", "intervals" or "elements".
-enum class MaskForm { full, intervals, elements };
+// The form a Mask lives in (above). form_name: "full", "intervals", "blocks" or "elements".
+enum class MaskForm { full, intervals, blocks, elements };
 const char* form_name(MaskForm form);
 
 class Mask {
@@ -47,6 +50,10 @@ class Mask {
   // Validates the intervals (sparse_formats::validate; errors name `what`) and takes them. A pattern
   // that covers every pair is the full mask.
   static Mask from_intervals(sparse_formats::IntervalPattern&& pattern, const std::string& what = "mask");
+  // Validates the block mask (sparse_formats::validate; errors name `what`: unsorted or repeated
+  // block columns, out of range, a partial block with no bit or every bit set, ...) and takes it.
+  // int32 block indices: a mask of more than 2^31 - 1 stored blocks is refused by validate.
+  static Mask from_blocks(sparse_formats::BsrMask<int32_t>&& pattern, const std::string& what = "mask");
   // A PATTERN-SPEC (`causal`, `sliding_window:w=128`, ...; see docs/patterns.md), built directly
   // in its compact form: intervals where the spec's rows are runs of keys
   // (sparse_formats::make_interval_pattern), else elements.
@@ -60,10 +67,17 @@ class Mask {
   MaskForm form() const;    // full whenever is_full()
   // The interval form, or nullptr when the mask lives in another form.
   const sparse_formats::IntervalPattern* intervals() const;
+  // The block form, or nullptr when the mask lives in another form.
+  const sparse_formats::BsrMask<int32_t>* blocks() const;
+  // The rows as intervals, what the schedules read of a structured mask: the interval form itself,
+  // or the block form's rows (sparse_formats::bsr_mask_to_intervals), built on the first call
+  // (O(stored blocks x block rows + partial bits)). nullptr for the full and element forms.
+  const sparse_formats::IntervalPattern* row_intervals() const;
   // The bytes of the arrays the mask holds: its form's, plus the element CSR where csr() has built
-  // one. The schedules' cached structures are not included.
+  // one and a block mask's row intervals once built. The schedules' cached structures are not
+  // included.
   int64_t memory_bytes() const;
-  // The element-level structure. For the full and interval forms it is built on the first call
+  // The element-level structure. For the full, interval and block forms it is built on the first call
   // (O(nnz) words: for a reference or an export, not what the schedules read).
   sparse_formats::CsrPatternView<int64_t> csr() const;
 

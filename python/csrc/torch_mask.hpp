@@ -35,15 +35,33 @@ struct TorchMask : torch::CustomClassHolder {
   static c10::intrusive_ptr<TorchMask> from_intervals(const at::Tensor& row_ptr, const at::Tensor& begin,
                                                       const at::Tensor& end, int64_t seqlen_q, int64_t seqlen_k);
 
+  // Block structure (spattn/mask.hpp's block form) of blocks of block_m x block_n: block_row_ptr
+  // (block rows + 1) and block_col_idx (stored blocks), integer tensors; partial (bool, one per
+  // stored block: false = every in-range pair of the block attends); bits (bool, (partial blocks,
+  // block_m, block_n): the pairs of each partial block, in order; False beyond the edges).
+  // Validated (sparse_formats::validate), errors name the argument and the value.
+  static c10::intrusive_ptr<TorchMask> from_blocks(const at::Tensor& block_row_ptr, const at::Tensor& block_col_idx,
+                                                   const at::Tensor& partial, const at::Tensor& bits, int64_t block_m,
+                                                   int64_t block_n, int64_t seqlen_q, int64_t seqlen_k);
+  // A block selection: query block i attends the key blocks indices[i, :counts[i]] whole (any
+  // order, no repeats). indices (query blocks, width) and counts (query blocks) are integer CPU
+  // tensors, query blocks = ceil(seqlen_q / block_m). O(query blocks x width x log width).
+  static c10::intrusive_ptr<TorchMask> from_block_indices(const at::Tensor& indices, const at::Tensor& counts,
+                                                          int64_t block_m, int64_t block_n, int64_t seqlen_q,
+                                                          int64_t seqlen_k);
+
   int64_t seqlen_q() const { return mask.seqlen_q(); }
   int64_t seqlen_k() const { return mask.seqlen_k(); }
   int64_t nnz() const { return mask.nnz(); }
   bool is_full() const { return mask.is_full(); }
-  std::string form() const { return form_name(mask.form()); }  // "full", "intervals" or "elements"
+  std::string form() const { return form_name(mask.form()); }  // "full", "intervals", "blocks", "elements"
   int64_t memory_bytes() const { return mask.memory_bytes(); }
   // The interval form as int64 tensors (copies) [row_ptr, begin, end]; empty when the mask lives
   // in another form.
   std::vector<at::Tensor> intervals() const;
+  // The block form as tensors (copies) [block_size (block_m, block_n), block_row_ptr, block_col_idx,
+  // partial, bits] (from_blocks' arguments); empty when the mask lives in another form.
+  std::vector<at::Tensor> blocks() const;
   // The mask restricted to some query and key positions (spattn::select_mask, spattn/shard.hpp):
   // rows and cols are int64 CPU tensors of shape (count, 2) holding (begin, end) pairs. Errors
   // name Mask.select and the argument.

@@ -1,12 +1,15 @@
-"""FlexAttention BlockMask -> spattn masks, exactly.
+"""FlexAttention BlockMask -> spattn masks in block form, exactly.
 
 A BlockMask lists, per (batch, head, query block), the key blocks a query block visits: its full
 blocks (``full_kv_num_blocks`` / ``full_kv_indices``: every pair attends) and its partial blocks
 (``kv_num_blocks`` / ``kv_indices``: the pairs where ``mask_mod(b, h, q_idx, kv_idx)`` is true).
 When a BlockMask has no full-block lists, every listed block is partial. Pairs past
 ``seq_lengths`` do not exist. The conversion reads only these attributes (any object that has
-them converts: the tests build BlockMask-shaped objects where FlexAttention is absent) and never
-holds more than one query block's row of the mask: (Q_BLOCK_SIZE, seqlen_k) booleans.
+them converts: the tests build BlockMask-shaped objects where FlexAttention is absent). The mask is
+built in spattn's block form at the BlockMask's block size: its full blocks are listed as they are,
+and ``mask_mod`` is evaluated only on its partial blocks (one block at a time), which keep their
+pairs as bits; a listed block where mask_mod holds everywhere is stored full, one where it holds
+nowhere is dropped.
 """
 
 from typing import List
@@ -47,26 +50,36 @@ def _listed(num_blocks, indices, b, h, row):
 
 def _head_mask(block_mask, b, h, q_block, kv_block, seqlen_q, seqlen_k, has_full) -> Mask:
     mask_mod = block_mask.mask_mod
-    crow = [0]
-    cols = []
+    key_blocks = (seqlen_k + kv_block - 1) // kv_block
+    row_ptr = [0]
+    cols, partial, bits = [], [], []
     for row in range((seqlen_q + q_block - 1) // q_block):
         q0, q1 = row * q_block, min((row + 1) * q_block, seqlen_q)
-        block_row = torch.zeros(q1 - q0, seqlen_k, dtype=torch.bool)
         q_idx = torch.arange(q0, q1).unsqueeze(1)
-        for kv in _listed(block_mask.kv_num_blocks, block_mask.kv_indices, b, h, row):
-            k0, k1 = kv * kv_block, min((kv + 1) * kv_block, seqlen_k)
-            if k0 >= seqlen_k:
-                continue
-            kv_idx = torch.arange(k0, k1).unsqueeze(0)
-            keep = mask_mod(torch.tensor(b), torch.tensor(h), q_idx, kv_idx)
-            block_row[:, k0:k1] |= torch.as_tensor(keep, dtype=torch.bool).expand(q1 - q0, k1 - k0)
+        listed = {}  # key block -> None (full) or its (q_block, kv_block) pairs
         if has_full:
             for kv in _listed(block_mask.full_kv_num_blocks, block_mask.full_kv_indices, b, h, row):
-                k0, k1 = kv * kv_block, min((kv + 1) * kv_block, seqlen_k)
-                block_row[:, k0:k1] = True
-        counts = block_row.sum(dim=1, dtype=torch.int64)
-        for count in counts.tolist():
-            crow.append(crow[-1] + count)
-        cols.append(block_row.nonzero()[:, 1])
-    col_indices = torch.cat(cols) if cols else torch.zeros(0, dtype=torch.int64)
-    return Mask.from_csr(torch.tensor(crow, dtype=torch.int64), col_indices, (seqlen_q, seqlen_k))
+                if kv < key_blocks:
+                    listed[kv] = None
+        for kv in _listed(block_mask.kv_num_blocks, block_mask.kv_indices, b, h, row):
+            if kv >= key_blocks or kv in listed:
+                continue
+            k0, k1 = kv * kv_block, min((kv + 1) * kv_block, seqlen_k)
+            kv_idx = torch.arange(k0, k1).unsqueeze(0)
+            keep = torch.as_tensor(mask_mod(torch.tensor(b), torch.tensor(h), q_idx, kv_idx), dtype=torch.bool)
+            keep = keep.expand(q1 - q0, k1 - k0)
+            if bool(keep.all()):
+                listed[kv] = None
+            elif bool(keep.any()):
+                block = torch.zeros(q_block, kv_block, dtype=torch.bool)
+                block[: q1 - q0, : k1 - k0] = keep
+                listed[kv] = block
+        for kv in sorted(listed):
+            cols.append(kv)
+            partial.append(listed[kv] is not None)
+            if listed[kv] is not None:
+                bits.append(listed[kv])
+        row_ptr.append(len(cols))
+    stacked = torch.stack(bits) if bits else torch.zeros(0, q_block, kv_block, dtype=torch.bool)
+    return Mask.from_blocks(torch.tensor(row_ptr, dtype=torch.int64), torch.tensor(cols, dtype=torch.int64),
+                            torch.tensor(partial, dtype=torch.bool), stacked, (q_block, kv_block), (seqlen_q, seqlen_k))

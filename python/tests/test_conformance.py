@@ -107,3 +107,6 @@ def test_block_mask_conversion_is_exact(with_full_blocks):
         expected = window_per_head(torch.tensor(0), torch.tensor(h), q_idx, k_idx)
         assert torch.equal(mask.to_dense(), expected), f"head {h}"
         assert mask.nnz == int(expected.sum()) > 0
+        assert mask.form == "blocks"
+        _, _, partial, bits, block_size = mask.blocks()
+        assert block_size == (8, 4) and int(partial.sum()) == bits.shape[0] > 0  # the band's blocks are partial

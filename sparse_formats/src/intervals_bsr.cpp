@@ -1,5 +1,6 @@
-// Re-blocking an interval mask (intervals_to_bsr_mask, intervals.hpp) by interval arithmetic: per
-// block row, the block columns its intervals reach are merged into spans; a block's attended pairs
+// Between the interval and block forms of a mask (intervals.hpp).
+//
+// intervals_to_bsr_mask re-blocks by interval arithmetic: per block row, the block columns its intervals reach are merged into spans; a block's attended pairs
 // are counted from each interval's two end blocks plus a difference array of the blocks it covers
 // whole; only partial blocks get bits, set a row's run at a time.
 #include <sparse_formats/intervals.hpp>
@@ -148,6 +149,59 @@ BsrMask<Index> intervals_to_bsr_mask(const IntervalPattern& p, int64_t block_m, 
   return mask;
 }
 
+// Row by row, the row's stored blocks in column order: a full block is one interval, a partial
+// block its row's runs of set bits; an interval touching the row's previous one extends it.
+template <typename Index>
+IntervalPattern bsr_mask_to_intervals(const BsrMask<Index>& mask) {
+  const BsrPattern<Index>& blocks = mask.blocks;
+  const BsrPatternView<Index> view = blocks.view();
+  const int64_t block_m = blocks.block_m, block_n = blocks.block_n;
+  const int64_t words = mask.words_per_block();
+  IntervalPattern out = IntervalPattern::empty(blocks.num_rows, blocks.num_cols);
+  const auto add = [&out](int64_t row, int64_t lo, int64_t hi) {
+    if (out.num_intervals() > out.row_begin(row) && out.end.back() == lo) {
+      out.end.back() = hi;
+    } else {
+      out.begin.push_back(lo);
+      out.end.push_back(hi);
+    }
+  };
+  for (int64_t block_row = 0; block_row < view.num_block_rows(); ++block_row) {
+    const int64_t b0 = static_cast<int64_t>(blocks.block_row_ptr[to_size(block_row)]);
+    const int64_t b1 = static_cast<int64_t>(blocks.block_row_ptr[to_size(block_row) + 1]);
+    for (int64_t r = 0; r < view.block_rows_in(block_row); ++r) {
+      const int64_t row = block_row * block_m + r;
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t block_col = static_cast<int64_t>(blocks.block_col_idx[to_size(b)]);
+        const int64_t c0 = block_col * block_n, cols = view.block_cols_in(block_col);
+        if (mask.kind[to_size(b)] == BlockKind::full) {
+          add(row, c0, c0 + cols);
+          continue;
+        }
+        const uint64_t* bits = mask.partial_bits.data() + mask.partial_slot[to_size(b)] * words;
+        for (int64_t c = 0; c < cols;) {
+          const int64_t bit = r * block_n + c;
+          if (((bits[bit / 64] >> (bit % 64)) & 1u) == 0) {
+            ++c;
+            continue;
+          }
+          int64_t stop = c + 1;
+          for (; stop < cols; ++stop) {
+            const int64_t next = r * block_n + stop;
+            if (((bits[next / 64] >> (next % 64)) & 1u) == 0) break;
+          }
+          add(row, c0 + c, c0 + stop);
+          c = stop;
+        }
+      }
+      out.row_ptr[to_size(row) + 1] = out.num_intervals();
+    }
+  }
+  return out;
+}
+
+template IntervalPattern bsr_mask_to_intervals<int32_t>(const BsrMask<int32_t>&);
+template IntervalPattern bsr_mask_to_intervals<int64_t>(const BsrMask<int64_t>&);
 template BsrMask<int32_t> intervals_to_bsr_mask<int32_t>(const IntervalPattern&, int64_t, int64_t);
 template BsrMask<int64_t> intervals_to_bsr_mask<int64_t>(const IntervalPattern&, int64_t, int64_t);
 

@@ -6,6 +6,7 @@
 #include <spattn/error.hpp>
 
 #include <sparse_formats/convert.hpp>
+#include <sparse_formats/intervals.hpp>
 #include <sparse_formats/patterns.hpp>
 #include <sparse_formats/validate.hpp>
 
@@ -21,6 +22,9 @@ struct Mask::State {
   int64_t nnz = 0;
   bool full = false;
   std::optional<sparse_formats::IntervalPattern> intervals;  // the interval form
+  std::optional<sparse_formats::BsrMask<int32_t>> blocks;    // the block form
+  mutable std::mutex block_rows_mutex;                         // (taken after csr_mutex, never before)
+  mutable std::optional<sparse_formats::IntervalPattern> block_rows;  // the block form's rows, lazily
   mutable std::mutex csr_mutex;
   mutable bool csr_built = false;                   // (under csr_mutex)
   mutable sparse_formats::CsrPattern<int64_t> csr;  // the element form; built lazily for the others
@@ -31,6 +35,7 @@ const char* form_name(MaskForm form) {
   switch (form) {
     case MaskForm::full: return "full";
     case MaskForm::intervals: return "intervals";
+    case MaskForm::blocks: return "blocks";
     case MaskForm::elements: return "elements";
   }
   return "unknown";
@@ -86,6 +91,21 @@ Mask Mask::from_intervals(sparse_formats::IntervalPattern&& pattern, const std::
   return Mask(std::move(state));
 }
 
+Mask Mask::from_blocks(sparse_formats::BsrMask<int32_t>&& pattern, const std::string& what) {
+  sparse_formats::validate(pattern, what);
+  const int64_t q = pattern.blocks.num_rows, k = pattern.blocks.num_cols;
+  if (k > 0 && q > std::numeric_limits<int64_t>::max() / k) {
+    fail(what, ": seqlen_q x seqlen_k = ", q, " x ", k, " pairs overflows int64");
+  }
+  auto state = std::make_shared<State>();
+  state->seqlen_q = q;
+  state->seqlen_k = k;
+  state->nnz = sparse_formats::mask_stats(pattern).nnz;
+  state->full = state->nnz == q * k;
+  state->blocks = std::move(pattern);
+  return Mask(std::move(state));
+}
+
 Mask Mask::from_csr(const sparse_formats::CsrPatternView<int64_t>& pattern, const std::string& what) {
   if (pattern.num_rows < 0 || pattern.num_cols < 0 || pattern.row_ptr == nullptr) {
     fail(what, ": a ", pattern.num_rows, " x ", pattern.num_cols, " pattern needs a row_ptr array");
@@ -127,19 +147,47 @@ int64_t Mask::nnz() const { return state_->nnz; }
 
 MaskForm Mask::form() const {
   if (state_->full) return MaskForm::full;
-  return state_->intervals ? MaskForm::intervals : MaskForm::elements;
+  if (state_->intervals) return MaskForm::intervals;
+  return state_->blocks ? MaskForm::blocks : MaskForm::elements;
 }
 
 const sparse_formats::IntervalPattern* Mask::intervals() const {
   return state_->intervals && !state_->full ? &*state_->intervals : nullptr;
 }
 
+const sparse_formats::BsrMask<int32_t>* Mask::blocks() const {
+  return state_->blocks && !state_->full ? &*state_->blocks : nullptr;
+}
+
+const sparse_formats::IntervalPattern* Mask::row_intervals() const {
+  if (state_->full) return nullptr;
+  if (state_->intervals) return &*state_->intervals;
+  if (!state_->blocks) return nullptr;
+  std::lock_guard<std::mutex> lock(state_->block_rows_mutex);
+  if (!state_->block_rows) state_->block_rows = sparse_formats::bsr_mask_to_intervals(*state_->blocks);
+  return &*state_->block_rows;
+}
+
+namespace {
+
+// The bytes of a block mask's arrays: row pointers, block columns, kinds, partial slots and bits.
+int64_t block_bytes(const sparse_formats::BsrMask<int32_t>& mask) {
+  return static_cast<int64_t>(sizeof(int32_t) * (mask.blocks.block_row_ptr.size() + mask.blocks.block_col_idx.size()) +
+                              sizeof(sparse_formats::BlockKind) * mask.kind.size() +
+                              sizeof(int64_t) * mask.partial_slot.size() + sizeof(uint64_t) * mask.partial_bits.size());
+}
+
+}  // namespace
+
 int64_t Mask::memory_bytes() const {
   int64_t bytes = state_->intervals ? state_->intervals->memory_bytes() : 0;
+  if (state_->blocks) bytes += block_bytes(*state_->blocks);
   std::lock_guard<std::mutex> lock(state_->csr_mutex);
   if (state_->csr_built) {
     bytes += static_cast<int64_t>(sizeof(int64_t) * (state_->csr.row_ptr.size() + state_->csr.col_idx.size()));
   }
+  std::lock_guard<std::mutex> rows_lock(state_->block_rows_mutex);
+  if (state_->block_rows) bytes += state_->block_rows->memory_bytes();
   return bytes;
 }
 
@@ -151,8 +199,9 @@ double Mask::density() const {
 sparse_formats::CsrPatternView<int64_t> Mask::csr() const {
   std::lock_guard<std::mutex> lock(state_->csr_mutex);
   if (!state_->csr_built) {
-    state_->csr = state_->intervals ? sparse_formats::intervals_to_csr<int64_t>(*state_->intervals)
-                                    : sparse_formats::full_pattern<int64_t>(state_->seqlen_q, state_->seqlen_k);
+    const sparse_formats::IntervalPattern* rows = state_->full ? nullptr : row_intervals();
+    state_->csr = rows != nullptr ? sparse_formats::intervals_to_csr<int64_t>(*rows)
+                                  : sparse_formats::full_pattern<int64_t>(state_->seqlen_q, state_->seqlen_k);
     state_->csr_built = true;
   }
   return state_->csr.view();
@@ -172,18 +221,19 @@ std::shared_ptr<const schedules::FlashMask> MaskCache::flash(const Mask& mask,
   auto& entry = flash_[key];
   if (!entry) {
     entry = std::make_shared<const schedules::FlashMask>(
-        mask.intervals() != nullptr
-            ? schedules::build_flash_mask(*mask.intervals(), transposed.get(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass)
+        mask.row_intervals() != nullptr
+            ? schedules::build_flash_mask(*mask.row_intervals(), transposed.get(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass)
             : schedules::build_flash_mask(mask.csr(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass));
   }
   return entry;
 }
 
 std::shared_ptr<const sparse_formats::IntervalPattern> MaskCache::transposed_intervals(const Mask& mask) {
-  if (mask.intervals() == nullptr) return nullptr;
+  const sparse_formats::IntervalPattern* rows = mask.row_intervals();
+  if (rows == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!transposed_intervals_) {
-    transposed_intervals_ = std::make_shared<const sparse_formats::IntervalPattern>(sparse_formats::transpose(*mask.intervals()));
+    transposed_intervals_ = std::make_shared<const sparse_formats::IntervalPattern>(sparse_formats::transpose(*rows));
   }
   return transposed_intervals_;
 }
@@ -197,8 +247,8 @@ std::shared_ptr<const schedules::SparseSmallCacheMask> MaskCache::small_cache(co
 std::shared_ptr<const schedules::SparseMaskCounts> MaskCache::small_cache_counts(const Mask& mask) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!small_cache_counts_) {
-    small_cache_counts_ = mask.intervals() != nullptr
-                              ? std::make_shared<const schedules::SparseMaskCounts>(*mask.intervals())
+    small_cache_counts_ = mask.row_intervals() != nullptr
+                              ? std::make_shared<const schedules::SparseMaskCounts>(*mask.row_intervals())
                               : std::make_shared<const schedules::SparseMaskCounts>(mask.csr());
   }
   return small_cache_counts_;

@@ -140,7 +140,7 @@ Mask select_mask(const Mask& mask, const std::vector<IndexRange>& rows, const st
     cols_in_order = placed_cols[i - 1].index < placed_cols[i].index;
   }
 
-  if (const sparse_formats::IntervalPattern* intervals = mask.intervals()) {
+  if (const sparse_formats::IntervalPattern* intervals = mask.row_intervals()) {
     return Mask::from_intervals(select_intervals(*intervals, rows, num_rows, placed_cols, num_cols, cols_in_order), where);
   }
   const sparse_formats::CsrPatternView<int64_t> csr = mask.csr();
@@ -172,7 +172,7 @@ std::vector<int64_t> attended_keys(const Mask& mask, const std::vector<IndexRang
     }
     return keys;
   }
-  if (const sparse_formats::IntervalPattern* intervals = mask.intervals()) {
+  if (const sparse_formats::IntervalPattern* intervals = mask.row_intervals()) {
     // The union of the rows' intervals, sorted and merged: O(intervals x log + keys), no seqlen_k scratch.
     std::vector<std::pair<int64_t, int64_t>> spans;
     for (const IndexRange& range : rows) {

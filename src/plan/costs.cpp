@@ -102,7 +102,7 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   if (!cost.feasible) return cost;
   if (mask != nullptr) {
     // The rows' first and last keys, from the mask's own form.
-    const auto spans = mask->intervals() != nullptr ? schedules::flash_detail::mask_spans(*mask->intervals())
+    const auto spans = mask->row_intervals() != nullptr ? schedules::flash_detail::mask_spans(*mask->row_intervals())
                                                      : schedules::flash_detail::mask_spans(mask->csr());
     tiles = schedules::masked_flash_tiles(shape, cache_words, pass, spans, objective);
   } else {

@@ -7,6 +7,7 @@
 
 #include "support/api_problem.hpp"
 
+#include <sparse_formats/convert.hpp>
 #include <sparse_formats/patterns.hpp>
 
 #include <gtest/gtest.h>
@@ -28,6 +29,12 @@ namespace {
 Mask as_pairs(const std::string& spec, int64_t n_q, int64_t n_k) {
   return Mask::from_csr(sparse_formats::make_pattern<int64_t>(sparse_formats::parse_pattern_spec(spec), n_q, n_k),
                         spec);
+}
+
+// The same mask held as blocks of block_m x block_n (full, or partial with the pairs' bits).
+Mask as_blocks(const std::string& spec, int64_t n_q, int64_t n_k, int64_t block_m, int64_t block_n) {
+  const auto pairs = sparse_formats::make_pattern<int32_t>(sparse_formats::parse_pattern_spec(spec), n_q, n_k);
+  return Mask::from_blocks(sparse_formats::csr_to_bsr_mask(pairs.view(), block_m, block_n), spec);
 }
 
 void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
@@ -159,6 +166,84 @@ TEST(MaskForms, SelectionsOfTheIntervalFormEqualThoseOfThePairs) {
         if (!a.is_full() && a.nnz() > 0) {
           EXPECT_EQ(a.form(), MaskForm::intervals) << spec;
         }
+      }
+    }
+  }
+}
+
+TEST(MaskForms, ABlockMaskHoldsItsBlocksAndBuildsItsRowsOnce) {
+  const Mask mask = as_blocks("bigbird:block=16,w=1,g=1,r=2,seed=1", 256, 256, 16, 16);
+  ASSERT_EQ(mask.form(), MaskForm::blocks);
+  ASSERT_NE(mask.blocks(), nullptr);
+  EXPECT_EQ(mask.intervals(), nullptr);
+  EXPECT_STREQ(spattn::form_name(MaskForm::blocks), "blocks");
+  const int64_t stored = mask.blocks()->blocks.num_blocks();
+  EXPECT_EQ(mask.blocks()->num_partial(), 0);
+  // 4 bytes a row pointer, 4 + 1 + 8 a stored block (column, kind, partial slot).
+  EXPECT_EQ(mask.memory_bytes(), 4 * 17 + 13 * stored);
+  EXPECT_EQ(mask.nnz(), Mask::from_spec("bigbird:block=16,w=1,g=1,r=2,seed=1", 256, 256).nnz());
+  const sparse_formats::IntervalPattern* rows = mask.row_intervals();
+  ASSERT_NE(rows, nullptr);
+  EXPECT_EQ(rows, mask.row_intervals());  // built once
+  EXPECT_EQ(mask.memory_bytes(), 4 * 17 + 13 * stored + rows->memory_bytes());
+  EXPECT_EQ(Mask::from_spec("random:p=0.1,seed=1", 64, 64).row_intervals(), nullptr);
+}
+
+TEST(MaskForms, BadBlocksAreRefusedNamingTheArgument) {
+  auto blocks = sparse_formats::csr_to_bsr_mask(
+      sparse_formats::make_pattern<int32_t>(sparse_formats::parse_pattern_spec("causal"), 8, 8).view(), 4, 4);
+  auto unsorted = blocks;
+  unsorted.blocks.block_col_idx = {0, 1, 0};  // block row 1 lists block 1 before block 0
+  try {
+    Mask::from_blocks(std::move(unsorted), "selection");
+    FAIL() << "unsorted block columns were accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("selection"), std::string::npos) << e.what();
+  }
+  auto out_of_range = blocks;
+  out_of_range.blocks.block_col_idx.back() = 2;
+  EXPECT_THROW(Mask::from_blocks(std::move(out_of_range), "selection"), std::exception);
+  auto all_set = blocks;
+  all_set.partial_bits[0] = ~uint64_t{0} >> 48;  // every pair of a 4 x 4 partial block
+  EXPECT_THROW(Mask::from_blocks(std::move(all_set), "selection"), std::exception);
+}
+
+// The block form, with full and partial blocks (element patterns too), runs every algorithm as the
+// pairs, bit for bit, and selects as the pairs.
+TEST(MaskForms, EveryAlgorithmRunsTheBlockFormAsThePairs) {
+  const std::vector<std::string> specs = {"causal", "random:p=0.3,seed=2", "bigbird:block=8,w=1,g=1,r=2,seed=3",
+                                          "sliding_window:w=6 & causal"};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {7, 7}, {97, 97}, {33, 61}};
+  for (const std::string& spec : specs) {
+    for (const auto& [n_q, n_k] : shapes) {
+      for (const auto& [bm, bn] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {5, 3}}) {
+        const Mask blocks = as_blocks(spec, n_q, n_k, bm, bn);
+        const Mask pairs = as_pairs(spec, n_q, n_k);
+        ASSERT_EQ(blocks.nnz(), pairs.nnz());
+        for (Algorithm algorithm : {Algorithm::automatic, Algorithm::flash, Algorithm::small_cache}) {
+          SCOPED_TRACE(spec + " " + std::to_string(n_q) + "x" + std::to_string(n_k) + " blocks " + std::to_string(bm) +
+                       "x" + std::to_string(bn) + " " + spattn::algorithm_name(algorithm));
+          spattn::io::Ledger ledger_blocks, ledger_pairs;
+          AttentionOptions options;
+          options.algorithm = algorithm;
+          options.cache_words = 4096;
+          spattn::testing::ApiProblem a(1, 2, 2, n_q, n_k, 8), b(1, 2, 2, n_q, n_k, 8);
+          options.ledger = &ledger_blocks;
+          const auto plans_a = a.run({blocks}, options);
+          options.ledger = &ledger_pairs;
+          const auto plans_b = b.run({pairs}, options);
+          EXPECT_EQ(plans_a.first.to_string(), plans_b.first.to_string());
+          EXPECT_EQ(plans_a.second.to_string(), plans_b.second.to_string());
+          EXPECT_EQ(ledger_blocks.report(), ledger_pairs.report());
+          expect_same_bits(a.o, b.o, "O");
+          expect_same_bits(a.dq, b.dq, "dQ");
+          expect_same_bits(a.dk, b.dk, "dK");
+          expect_same_bits(a.dv, b.dv, "dV");
+        }
+        const std::vector<IndexRange> rows = {{n_q / 2, n_q}, {0, n_q / 3}};
+        const std::vector<IndexRange> cols = {{n_k / 4, n_k}};
+        EXPECT_EQ(spattn::attended_keys(blocks, rows), spattn::attended_keys(pairs, rows));
+        EXPECT_EQ(spattn::select_mask(blocks, rows, cols).nnz(), spattn::select_mask(pairs, rows, cols).nnz());
       }
     }
   }

@@ -5,6 +5,7 @@
 #include <sparse_formats/error.hpp>
 #include <sparse_formats/intervals.hpp>
 #include <sparse_formats/patterns.hpp>
+#include <sparse_formats/validate.hpp>
 
 #include <gtest/gtest.h>
 
@@ -178,8 +179,12 @@ TEST(Intervals, EveryConversionEqualsThePairs) {
       for (int64_t bm : {1, 2, 3, 8, 64}) {
         for (int64_t bn : {1, 3, 4, 16, 100}) {
           SCOPED_TRACE("blocks " + std::to_string(bm) + " x " + std::to_string(bn));
-          expect_same_bsr(sparse_formats::intervals_to_bsr_mask<int64_t>(*intervals, bm, bn),
-                          sparse_formats::csr_to_bsr_mask(pairs.view(), bm, bn));
+          const auto blocks = sparse_formats::intervals_to_bsr_mask<int64_t>(*intervals, bm, bn);
+          expect_same_bsr(blocks, sparse_formats::csr_to_bsr_mask(pairs.view(), bm, bn));
+          const IntervalPattern rows = sparse_formats::bsr_mask_to_intervals(blocks);  // and back, canonical
+          EXPECT_EQ(rows.row_ptr, intervals->row_ptr);
+          EXPECT_EQ(rows.begin, intervals->begin);
+          EXPECT_EQ(rows.end, intervals->end);
           ++compared;
         }
       }
@@ -194,6 +199,45 @@ TEST(Intervals, EveryConversionEqualsThePairs) {
     }
   }
   EXPECT_GT(compared, 1000);
+}
+
+TEST(Intervals, ABlockMasksRowsAreItsFullBlocksAndItsPartialBlocksRuns) {
+  // 5 x 7 at blocks of 3 x 4: block row 0 stores block 0 (partial: its row 1 attends keys 1-2) and
+  // block 1 (full, clipped to keys 4-6); block row 1 (rows 3-4) stores block 0 full.
+  sparse_formats::BsrMask<int32_t> mask;
+  mask.blocks.num_rows = 5;
+  mask.blocks.num_cols = 7;
+  mask.blocks.block_m = 3;
+  mask.blocks.block_n = 4;
+  mask.blocks.block_row_ptr = {0, 2, 3};
+  mask.blocks.block_col_idx = {0, 1, 0};
+  mask.kind = {sparse_formats::BlockKind::partial, sparse_formats::BlockKind::full, sparse_formats::BlockKind::full};
+  mask.partial_slot = {0, -1, -1};
+  mask.partial_bits = {(uint64_t{1} << 5) | (uint64_t{1} << 6)};  // element (1, 1) and (1, 2)
+  sparse_formats::validate(mask, "mask");
+  const IntervalPattern rows = sparse_formats::bsr_mask_to_intervals(mask);
+  EXPECT_EQ(rows.row_ptr, (std::vector<int64_t>{0, 1, 3, 4, 5, 6}));
+  EXPECT_EQ(rows.begin, (std::vector<int64_t>{4, 1, 4, 4, 0, 0}));
+  EXPECT_EQ(rows.end, (std::vector<int64_t>{7, 3, 7, 7, 4, 4}));
+  EXPECT_EQ(validate_message(rows), "");
+}
+
+TEST(Intervals, EveryBlockMaskOfElementPatternsHasThePatternsRows) {
+  for (const std::string& spec : {"random:p=0.3,seed=1", "random:p=0.7,seed=2", "dilated_window:w=4,dilation=2"}) {
+    for (const auto& [n_q, n_k] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 7}, {97, 97}, {257, 33}}) {
+      const CsrPattern<int64_t> pairs = pairs_of(spec, n_q, n_k);
+      const IntervalPattern expected = sparse_formats::csr_to_intervals(pairs.view());
+      for (int64_t block : {1, 3, 8, 64}) {
+        SCOPED_TRACE(spec + " " + std::to_string(n_q) + " x " + std::to_string(n_k) + " block " + std::to_string(block));
+        const auto blocks = sparse_formats::csr_to_bsr_mask(sparse_formats::convert_index<int32_t>(pairs.view()).view(),
+                                                            block, block + 1);
+        const IntervalPattern rows = sparse_formats::bsr_mask_to_intervals(blocks);
+        EXPECT_EQ(rows.row_ptr, expected.row_ptr);
+        EXPECT_EQ(rows.begin, expected.begin);
+        EXPECT_EQ(rows.end, expected.end);
+      }
+    }
+  }
 }
 
 TEST(Intervals, ReblockingALongCausalMaskEqualsThePairs) {

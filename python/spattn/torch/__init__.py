@@ -40,7 +40,9 @@ _OBJECTIVES = ("time", "words")
 class Mask:
     """A prepared attention mask: the (query, key) pairs that attend, in its most compact exact form
     (``form``): "full", "intervals" (per query row a few [begin, end) key ranges: causal, windows,
-    documents, prefix-LM, block patterns) or "elements" (every pair, CSR).
+    documents, prefix-LM, block patterns), "blocks" (block-sparse: stored blocks, full or partial
+    with their pairs as bits: FlexAttention BlockMasks, per-step block selections) or "elements"
+    (every pair, CSR).
 
     Build it once and pass it to every layer and call: what the planner and the schedules need is
     built inside on first use and kept. Generated patterns take no seqlen_q x seqlen_k memory.
@@ -50,7 +52,7 @@ class Mask:
         if not isinstance(handle, torch.ScriptObject):
             raise TypeError(
                 "Mask: build masks with Mask.from_spec, from_intervals, from_cu_seqlens, from_document_ids, "
-                "from_dense, from_csr, from_sparse or full"
+                "from_block_indices, from_blocks, from_block_mask, from_dense, from_csr, from_sparse or full"
             )
         self._handle = handle
         self._key = handle.key()  # what the ops take; valid while this Mask lives
@@ -96,6 +98,53 @@ class Mask:
         _check_length("Mask.from_intervals", "shape[0]", seqlen_q)
         _check_length("Mask.from_intervals", "shape[1]", seqlen_k)
         return Mask(_translate(lambda: MaskClass.from_intervals(row_ptr.cpu(), begin.cpu(), end.cpu(), seqlen_q, seqlen_k)))
+
+    @staticmethod
+    def from_blocks(block_row_ptr: torch.Tensor, block_col_idx: torch.Tensor, partial: torch.Tensor, bits: torch.Tensor,
+                    block_size: Sequence[int], shape: Sequence[int]) -> "Mask":
+        """Block structure at block_size (block_q, block_k): block row i stores the key blocks
+        block_col_idx[block_row_ptr[i]:block_row_ptr[i + 1]] (ascending); ``partial`` (bool, one
+        per stored block) marks the blocks only some of whose pairs attend, and ``bits`` (bool,
+        (partial blocks, block_q, block_k), in order) holds those pairs (False past the edges). A
+        partial block sets at least one in-range pair and not all of them."""
+        if len(shape) != 2 or len(block_size) != 2:
+            raise ValueError(f"Mask.from_blocks: shape and block_size must be pairs, got {tuple(shape)} and {tuple(block_size)}")
+        for name, t in (("block_row_ptr", block_row_ptr), ("block_col_idx", block_col_idx), ("partial", partial), ("bits", bits)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"Mask.from_blocks: {name} must be a tensor, got {type(t).__name__}")
+        seqlen_q, seqlen_k = (int(x) for x in shape)
+        _check_length("Mask.from_blocks", "shape[0]", seqlen_q)
+        _check_length("Mask.from_blocks", "shape[1]", seqlen_k)
+        block_q, block_k = (int(x) for x in block_size)
+        return Mask(_translate(lambda: MaskClass.from_blocks(block_row_ptr.cpu(), block_col_idx.cpu(), partial.cpu(), bits.cpu(),
+                                                             block_q, block_k, seqlen_q, seqlen_k)))
+
+    @staticmethod
+    def from_block_indices(indices: torch.Tensor, counts: torch.Tensor, block_q: int, block_k: int, seqlen_q: int,
+                           seqlen_k: int) -> Union["Mask", List["Mask"]]:
+        """A block selection a model computes (top-k key blocks per query block, as in MoBA or
+        NSA): query block i attends the key blocks ``indices[..., i, :counts[..., i]]`` whole, in
+        any order, without repeats. ``indices`` is (query blocks, width) with ``counts``
+        (query blocks,): one Mask; or (heads, query blocks, width) with (heads, query blocks): one
+        Mask per head. query blocks = ceil(seqlen_q / block_q). Built in block form, O(selected
+        blocks) per head: cheap enough to rebuild every step."""
+        for name, t in (("indices", indices), ("counts", counts)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"Mask.from_block_indices: {name} must be a tensor, got {type(t).__name__}")
+        _check_length("Mask.from_block_indices", "seqlen_q", seqlen_q)
+        _check_length("Mask.from_block_indices", "seqlen_k", seqlen_k)
+        if indices.dim() not in (2, 3) or counts.dim() != indices.dim() - 1 or counts.shape != indices.shape[:-1]:
+            raise ValueError(f"Mask.from_block_indices: indices has shape {tuple(indices.shape)} and counts {tuple(counts.shape)}; "
+                             "expected (query blocks, width) and (query blocks,), or (heads, query blocks, width) and (heads, query blocks)")
+        indices, counts = indices.detach().cpu(), counts.detach().cpu()
+
+        def one(head_indices, head_counts):
+            return Mask(_translate(lambda: MaskClass.from_block_indices(head_indices, head_counts, int(block_q), int(block_k),
+                                                                        int(seqlen_q), int(seqlen_k))))
+
+        if indices.dim() == 2:
+            return one(indices, counts)
+        return [one(indices[h], counts[h]) for h in range(indices.shape[0])]
 
     @staticmethod
     def from_cu_seqlens(cu_seqlens_q: torch.Tensor, cu_seqlens_k: Optional[torch.Tensor] = None, causal: bool = False) -> "Mask":
@@ -167,7 +216,7 @@ class Mask:
 
     @property
     def form(self) -> str:
-        """"full", "intervals" or "elements": the form the mask lives in."""
+        """"full", "intervals", "blocks" or "elements": the form the mask lives in."""
         return self._handle.form()
 
     def memory_bytes(self) -> int:
@@ -179,6 +228,15 @@ class Mask:
         """(row_ptr, begin, end) of the interval form (copies), or None in another form."""
         parts = self._handle.intervals()
         return tuple(parts) if parts else None
+
+    def blocks(self) -> Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Tuple[int, int]]]:
+        """(block_row_ptr, block_col_idx, partial, bits, block_size) of the block form (copies; the
+        arguments of from_blocks), or None in another form."""
+        parts = self._handle.blocks()
+        if not parts:
+            return None
+        block_size, row_ptr, cols, partial, bits = parts
+        return (row_ptr, cols, partial, bits, tuple(int(x) for x in block_size))
 
     def select(self, rows: Sequence[Tuple[int, int]], cols: Sequence[Tuple[int, int]]) -> "Mask":
         """The mask restricted to some query positions and key positions.
@@ -225,6 +283,9 @@ class Mask:
         parts = self.intervals()
         if parts is not None:
             return (Mask.from_intervals, (*parts, self.shape))
+        blocks = self.blocks()
+        if blocks is not None:
+            return (Mask.from_blocks, (*blocks, self.shape))
         return (Mask.from_csr, (self.crow_indices(), self.col_indices(), self.shape))
 
     def __repr__(self) -> str:

@@ -70,6 +70,12 @@ IntervalPattern csr_to_intervals(const CsrPatternView<Index>& pattern);
 template <typename Index>
 BsrMask<Index> intervals_to_bsr_mask(const IntervalPattern& pattern, int64_t block_m, int64_t block_n);
 
+// The rows of a valid block mask (validate(BsrMask)) as intervals: a full block gives each of its
+// rows one interval, a partial block each row's runs of set bits; canonical (touching runs merged).
+// O(stored blocks x block_m + partial blocks' bits).
+template <typename Index>
+IntervalPattern bsr_mask_to_intervals(const BsrMask<Index>& mask);
+
 // The transpose (num_cols x num_rows): for each key, the runs of query rows attending it. A sweep
 // over the keys with the attending rows kept as runs: O(intervals x log + output intervals), never
 // O(nnz). Canonical.
