@@ -111,3 +111,5 @@ def test_bad_input_is_a_clear_error():
         st.Mask.from_intervals(torch.tensor([0, 2]), torch.tensor([0, 3]), torch.tensor([4, 6]), (1, 8))
     with pytest.raises(ValueError, match=r"row_ptr has 2 entries, expected seqlen_q \+ 1 = 3"):
         st.Mask.from_intervals(torch.tensor([0, 1]), torch.tensor([0]), torch.tensor([1]), (2, 8))
+    with pytest.raises(ValueError, match=r"random: the pairs .* more than the limit of \d+ bytes \(physical memory\)"):
+        st.Mask.from_spec("random:p=0.5", 10**9, 10**9)  # refused from the spec, before allocating

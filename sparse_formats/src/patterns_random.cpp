@@ -2,6 +2,7 @@
 // geometric skipping, so the cost is O(nnz + rows), not O(seqlen_q * seqlen_k), at small densities.
 #include <sparse_formats/patterns.hpp>
 
+#include "format_internal.hpp"
 #include "patterns_internal.hpp"
 
 #include <algorithm>
@@ -39,8 +40,14 @@ CsrPattern<Index> random_pattern(int64_t seqlen_q, int64_t seqlen_k, double p, u
   };
   // Size the storage from the expected count: refuse when it is certain (6 sigma) not to fit,
   // reserve expected + 6 sigma otherwise, so a huge request fails before allocating.
-  double cells = 0.0;
-  for (int64_t i = 0; i < seqlen_q; ++i) cells += static_cast<double>(row_width(i));
+  double cells = static_cast<double>(seqlen_q) * static_cast<double>(seqlen_k);
+  if (causal) {  // rows below i0 draw from no key, rows [i0, i1) from i + offset + 1 keys, the rest from all
+    const int64_t i0 = std::clamp<int64_t>(-offset, 0, seqlen_q);
+    const int64_t i1 = std::clamp<int64_t>(seqlen_k - offset - 1, i0, seqlen_q);
+    const double first = static_cast<double>(i0 + offset + 1), last = static_cast<double>(i1 + offset);
+    cells = static_cast<double>(i1 - i0) * (first + last) / 2.0 +
+            static_cast<double>(seqlen_q - i1) * static_cast<double>(seqlen_k);
+  }
   const double expected = cells * p;
   const double sigma = std::sqrt(cells * p * (1.0 - p));
   const double limit = static_cast<double>(index_max<Index>());
@@ -48,6 +55,14 @@ CsrPattern<Index> random_pattern(int64_t seqlen_q, int64_t seqlen_k, double p, u
     fail("random: expected nnz ", expected, " (p = ", p, " of ", cells, " pairs) exceeds the ",
          sizeof(Index) * 8, "-bit index type's maximum ", index_max<Index>(),
          "; use the int64_t variant");
+  }
+  // The arrays' least likely size (row offsets and expected - 6 sigma columns) against the machine:
+  // refused before anything is allocated.
+  const double least_bytes = (static_cast<double>(seqlen_q) + 1.0 + std::max(expected - 6.0 * sigma, 0.0)) *
+                             static_cast<double>(sizeof(Index));
+  if (least_bytes > static_cast<double>(internal::memory_limit_bytes())) {
+    fail("random: the pairs (expected nnz ", expected, ", p = ", p, " of ", cells, " pairs) and row offsets need at least ",
+         least_bytes, " bytes, more than the limit of ", internal::memory_limit_bytes(), " bytes (physical memory)");
   }
   std::vector<Index> row_ptr(static_cast<size_t>(seqlen_q) + 1, Index{0});
   std::vector<Index> col_idx;

@@ -127,6 +127,18 @@ TEST(Intervals, AMaskTooLargeForTheMachineIsRefusedBeforeAllocating) {
   }
 }
 
+TEST(Intervals, ARandomMaskTooLargeForTheMachineIsRefusedBeforeAllocating) {
+  // 10^9 x 10^9 at p = 0.5: 5 x 10^17 expected pairs, refused from the spec alone.
+  for (const char* spec : {"random:p=0.5", "random:p=0.5,causal=1"}) {
+    try {
+      pairs_of(spec, 1000000000, 1000000000);
+      FAIL() << "expected a FormatError for " << spec;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("physical memory"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Intervals, CausalAtAMillionTokensCostsItsRows) {
   const int64_t n = int64_t{1} << 20;
   const auto causal = intervals_of("causal", n, n);

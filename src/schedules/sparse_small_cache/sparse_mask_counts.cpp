@@ -248,18 +248,32 @@ int64_t SparseMaskCounts::touched_keys_by_entries(int64_t block_rows) const {
   return touched;
 }
 
-// Per row block, the size of the union of its rows' runs: sorted by first key (they usually are
-// already: windows and blocks move right row by row), then merged.
+// Whether rows a and b have the same runs.
+bool SparseMaskCounts::same_runs(int64_t a, int64_t b) const {
+  const auto ra = static_cast<size_t>(run_ptr_[static_cast<size_t>(a)]);
+  const auto rb = static_cast<size_t>(run_ptr_[static_cast<size_t>(b)]);
+  const auto count = static_cast<size_t>(run_ptr_[static_cast<size_t>(a) + 1]) - ra;
+  if (count != static_cast<size_t>(run_ptr_[static_cast<size_t>(b) + 1]) - rb) return false;
+  return std::equal(run_begin_.begin() + static_cast<std::ptrdiff_t>(ra), run_begin_.begin() + static_cast<std::ptrdiff_t>(ra + count),
+                    run_begin_.begin() + static_cast<std::ptrdiff_t>(rb)) &&
+         std::equal(run_end_.begin() + static_cast<std::ptrdiff_t>(ra), run_end_.begin() + static_cast<std::ptrdiff_t>(ra + count),
+                    run_end_.begin() + static_cast<std::ptrdiff_t>(rb));
+}
+
+// Per row block, the size of the union of its rows' runs: a row with the runs of the row before it
+// adds nothing (the rows of one block of a block mask, of a document, of a prefix); the rest are
+// sorted by first key (they usually are already: windows move right row by row), then merged.
 int64_t SparseMaskCounts::touched_keys_by_runs(int64_t block_rows) const {
   const int64_t m = seqlen_q_;
   std::vector<std::pair<int64_t, int64_t>> block;
   int64_t touched = 0;
   for (int64_t row0 = 0; row0 < m; row0 += block_rows) {
-    const int64_t first = run_ptr_[static_cast<size_t>(row0)];
-    const int64_t last = run_ptr_[static_cast<size_t>(std::min(row0 + block_rows, m))];
     block.clear();
-    for (int64_t r = first; r < last; ++r) {
-      block.emplace_back(run_begin_[static_cast<size_t>(r)], run_end_[static_cast<size_t>(r)]);
+    for (int64_t row = row0; row < std::min(row0 + block_rows, m); ++row) {
+      if (row > row0 && same_runs(row, row - 1)) continue;
+      for (int64_t r = run_ptr_[static_cast<size_t>(row)]; r < run_ptr_[static_cast<size_t>(row) + 1]; ++r) {
+        block.emplace_back(run_begin_[static_cast<size_t>(r)], run_end_[static_cast<size_t>(r)]);
+      }
     }
     if (!std::is_sorted(block.begin(), block.end())) std::sort(block.begin(), block.end());
     int64_t covered_to = -1;  // keys below this are counted

@@ -71,6 +71,7 @@ class SparseMaskCounts {
   int64_t count_touched_queries(int64_t block_cols) const;
   int64_t touched_keys_by_entries(int64_t block_rows) const;
   int64_t touched_keys_by_runs(int64_t block_rows) const;
+  bool same_runs(int64_t a, int64_t b) const;
   // get(block) from memo, computing it with count(block) outside the lock the first time.
   template <typename Key, typename Value, typename Count>
   Value remembered(std::map<Key, Value>& memo, Key key, Count&& count) const;
