@@ -166,6 +166,15 @@ IntervalPattern bsr_mask_to_intervals(const BsrMask<Index>& mask) {
       out.end.push_back(hi);
     }
   };
+  // At most one interval a row per full block (fewer where blocks touch): reserved, so the arrays
+  // are written once rather than grown.
+  int64_t full_rows = 0;
+  for (int64_t block_row = 0; block_row < view.num_block_rows(); ++block_row) {
+    const int64_t stored = static_cast<int64_t>(blocks.block_row_ptr[to_size(block_row) + 1] - blocks.block_row_ptr[to_size(block_row)]);
+    full_rows += stored * view.block_rows_in(block_row);
+  }
+  out.begin.reserve(to_size(full_rows));
+  out.end.reserve(to_size(full_rows));
   for (int64_t block_row = 0; block_row < view.num_block_rows(); ++block_row) {
     const int64_t b0 = static_cast<int64_t>(blocks.block_row_ptr[to_size(block_row)]);
     const int64_t b1 = static_cast<int64_t>(blocks.block_row_ptr[to_size(block_row) + 1]);

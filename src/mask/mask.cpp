@@ -233,7 +233,10 @@ std::shared_ptr<const sparse_formats::IntervalPattern> MaskCache::transposed_int
   if (rows == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!transposed_intervals_) {
-    transposed_intervals_ = std::make_shared<const sparse_formats::IntervalPattern>(sparse_formats::transpose(*rows));
+    // A block mask transposes block by block (no sweep over the rows' intervals); both are canonical.
+    transposed_intervals_ = std::make_shared<const sparse_formats::IntervalPattern>(
+        mask.blocks() != nullptr ? sparse_formats::bsr_mask_to_intervals(sparse_formats::transpose(*mask.blocks()))
+                                 : sparse_formats::transpose(*rows));
   }
   return transposed_intervals_;
 }

@@ -32,8 +32,9 @@ struct MaskCache {
   // What small_cache's tile choice and prediction read, from the mask's CSR alone (no copy, no
   // transpose): the planner uses this, so the structure above is built only when small_cache runs.
   std::shared_ptr<const schedules::SparseMaskCounts> small_cache_counts(const Mask& mask);
-  // An interval mask's transpose (sparse_formats::transpose): the backward's key lists at every
-  // tiling read it. nullptr for other forms.
+  // The transpose of the mask's row intervals (sparse_formats::transpose; a block mask's from its
+  // transposed blocks): the backward's key lists at every tiling read it. nullptr for the full and
+  // element forms.
   std::shared_ptr<const sparse_formats::IntervalPattern> transposed_intervals(const Mask& mask);
 
   // The numbers a memo entry was computed for (the planner's: head_dim, head_dim_v, M, pass,

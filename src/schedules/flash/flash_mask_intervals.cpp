@@ -43,6 +43,15 @@ void intersect_spans(std::vector<Span>& a, const std::vector<Span>& b, std::vect
   a.swap(scratch);
 }
 
+// Whether rows a and b of the mask have the same intervals.
+bool same_row(const sparse_formats::IntervalPattern& mask, int64_t a, int64_t b) {
+  const int64_t count = mask.row_end(a) - mask.row_begin(a);
+  if (count != mask.row_end(b) - mask.row_begin(b)) return false;
+  const auto at = [](const std::vector<int64_t>& v, int64_t k) { return v.begin() + static_cast<std::ptrdiff_t>(k); };
+  return std::equal(at(mask.begin, mask.row_begin(a)), at(mask.begin, mask.row_end(a)), at(mask.begin, mask.row_begin(b))) &&
+         std::equal(at(mask.end, mask.row_begin(a)), at(mask.end, mask.row_end(a)), at(mask.end, mask.row_begin(b)));
+}
+
 }  // namespace
 
 FlashTileLists interval_lists(const sparse_formats::IntervalPattern& mask, int64_t outer_block, int64_t inner_block) {
@@ -69,6 +78,8 @@ FlashTileLists interval_lists(const sparse_formats::IntervalPattern& mask, int64
     touched.clear();
     bool first_row = true;
     for (int64_t r = r0; r < r1; ++r) {
+      // A row repeating the one before it (a block's, a document's rows) touches and covers the same.
+      if (r > r0 && same_row(mask, r, r - 1)) continue;
       // The row's touched tiles and the tiles it covers whole (touching intervals joined first).
       row_full.clear();
       for (int64_t k = mask.row_begin(r); k < mask.row_end(r);) {

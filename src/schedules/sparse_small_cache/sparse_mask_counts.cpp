@@ -43,6 +43,8 @@ SparseMaskCounts::SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>
   }
   if (!keep_runs) {
     for (auto* runs : {&run_ptr_, &run_begin_, &run_end_}) std::vector<int64_t>().swap(*runs);
+  } else {
+    mark_repeated_rows();
   }
 }
 
@@ -54,6 +56,8 @@ SparseMaskCounts::SparseMaskCounts(const sparse_formats::IntervalPattern& interv
   positions_.assign(static_cast<size_t>(m + 1), 0);
   run_ptr_.assign(1, 0);
   run_ptr_.reserve(static_cast<size_t>(m + 1));
+  run_begin_.reserve(static_cast<size_t>(intervals.num_intervals()));
+  run_end_.reserve(static_cast<size_t>(intervals.num_intervals()));
   std::vector<int64_t> coverage(static_cast<size_t>(n + 1), 0);
   for (int64_t i = 0; i < m; ++i) {
     int64_t length = 0;
@@ -75,6 +79,7 @@ SparseMaskCounts::SparseMaskCounts(const sparse_formats::IntervalPattern& interv
   }
   nnz_ = positions_.back();
   row_ptr_ = positions_.data();
+  mark_repeated_rows();
   int64_t depth = 0;
   for (int64_t j = 0; j < n; ++j) {
     depth += coverage[static_cast<size_t>(j)];
@@ -260,6 +265,12 @@ bool SparseMaskCounts::same_runs(int64_t a, int64_t b) const {
                     run_end_.begin() + static_cast<std::ptrdiff_t>(rb));
 }
 
+void SparseMaskCounts::mark_repeated_rows() {
+  const int64_t m = std::max<int64_t>(seqlen_q_, 0);
+  repeats_previous_.assign(static_cast<size_t>(m), 0);
+  for (int64_t i = 1; i < m; ++i) repeats_previous_[static_cast<size_t>(i)] = same_runs(i, i - 1) ? 1 : 0;
+}
+
 // Per row block, the size of the union of its rows' runs: a row with the runs of the row before it
 // adds nothing (the rows of one block of a block mask, of a document, of a prefix); the rest are
 // sorted by first key (they usually are already: windows move right row by row), then merged.
@@ -270,7 +281,7 @@ int64_t SparseMaskCounts::touched_keys_by_runs(int64_t block_rows) const {
   for (int64_t row0 = 0; row0 < m; row0 += block_rows) {
     block.clear();
     for (int64_t row = row0; row < std::min(row0 + block_rows, m); ++row) {
-      if (row > row0 && same_runs(row, row - 1)) continue;
+      if (row > row0 && repeats_previous_[static_cast<size_t>(row)]) continue;
       for (int64_t r = run_ptr_[static_cast<size_t>(row)]; r < run_ptr_[static_cast<size_t>(row) + 1]; ++r) {
         block.emplace_back(run_begin_[static_cast<size_t>(r)], run_end_[static_cast<size_t>(r)]);
       }
@@ -286,10 +297,29 @@ int64_t SparseMaskCounts::touched_keys_by_runs(int64_t block_rows) const {
   return touched;
 }
 
-// Per query row, the distinct blocks of block_cols keys its entries fall in: a row's segments
-// visit its blocks in increasing order, one or more segments each.
+// Per query row, the distinct blocks of block_cols keys its entries fall in. From the runs: a run
+// [begin, end) reaches the blocks begin / block_cols .. (end - 1) / block_cols, the row's runs
+// ascend, so only a run's first block can be the previous run's last (O(runs)). Else a row's
+// segments visit its blocks in increasing order, one or more segments each.
 int64_t SparseMaskCounts::count_touched_queries(int64_t block_cols) const {
   if (block_cols == 1) return nnz_;  // a key's query rows are distinct
+  if (uses_runs()) {
+    int64_t touched = 0, row_touched = 0;
+    for (int64_t i = 0; i < std::max<int64_t>(seqlen_q_, 0); ++i) {
+      if (!repeats_previous_[static_cast<size_t>(i)]) {  // (a repeated row touches what the one before did)
+        row_touched = 0;
+        int64_t previous_last = -1;
+        for (int64_t r = run_ptr_[static_cast<size_t>(i)]; r < run_ptr_[static_cast<size_t>(i + 1)]; ++r) {
+          const int64_t first = run_begin_[static_cast<size_t>(r)] / block_cols;
+          const int64_t last = (run_end_[static_cast<size_t>(r)] - 1) / block_cols;
+          row_touched += last - first + 1 - (first == previous_last ? 1 : 0);
+          previous_last = last;
+        }
+      }
+      touched += row_touched;
+    }
+    return touched;
+  }
   int64_t touched = 0, last_row = -1, last_block = -1;
   for_each_segment(block_cols, [&](int64_t row, int64_t block, int64_t, int64_t) {
     if (row != last_row || block != last_block) ++touched;

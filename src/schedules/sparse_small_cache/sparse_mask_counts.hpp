@@ -72,6 +72,7 @@ class SparseMaskCounts {
   int64_t touched_keys_by_entries(int64_t block_rows) const;
   int64_t touched_keys_by_runs(int64_t block_rows) const;
   bool same_runs(int64_t a, int64_t b) const;
+  void mark_repeated_rows();  // fills repeats_previous_ from the runs
   // get(block) from memo, computing it with count(block) outside the lock the first time.
   template <typename Key, typename Value, typename Count>
   Value remembered(std::map<Key, Value>& memo, Key key, Count&& count) const;
@@ -99,6 +100,7 @@ class SparseMaskCounts {
   // Runs of consecutive keys, row by row: run r covers keys [run_begin[r], run_end[r]).
   std::vector<int64_t> run_ptr_;  // (seqlen_q + 1), empty when the runs are not kept
   std::vector<int64_t> run_begin_, run_end_;
+  std::vector<char> repeats_previous_;  // (seqlen_q) when runs are kept: row i has row i - 1's runs
 };
 
 }  // namespace spattn::schedules
