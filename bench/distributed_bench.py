@@ -8,7 +8,8 @@ For a sliding window of half-width 512 and packed documents (n = 65536, d = 64, 
      dV), beside a plain ring's; and the words that cross a document boundary (keys sent to a rank
      none of whose queries share the key's document).
   2. Measured over gloo for --worlds (spawned processes on this machine, one thread each): the
-     median seconds per fwd+bwd, and the counted words per rank (equal to the prediction).
+     median seconds per fwd+bwd, the counted words per rank (equal to the prediction), and the
+     largest peak RSS of a rank.
 A machine with C cores runs at most C ranks at full speed: more ranks share the cores.
 """
 
@@ -17,13 +18,15 @@ import datetime
 import multiprocessing
 import os
 import platform
+import resource
 import statistics
 import tempfile
 import time
 
 import torch
 
-MASKS = {"window 512": "sliding_window:w=512", "documents": "documents:num_docs=6"}
+MASKS = {"window 512": "sliding_window:w=512", "documents": "documents:num_docs=6", "window 256": "sliding_window:w=256"}
+DEFAULT_MASKS = ["window 512", "documents"]
 
 
 def document_of(spec: str, n: int) -> torch.Tensor:
@@ -97,13 +100,14 @@ def rank_main(rank, world, init_file, n, d, spec, reps, result_file):
             times.append(time.perf_counter() - start)
     sent = ledger.counted["forward"]["sent"].total + ledger.counted["backward"]["sent"].total
     exact = ledger.counted == ledger.predicted
-    torch.save({"seconds": statistics.median(times), "sent": sent, "exact": exact}, result_file)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    torch.save({"seconds": statistics.median(times), "sent": sent, "exact": exact, "peak_mib": peak_mib}, result_file)
     dist.destroy_process_group()
 
 
 def measured_table(n: int, d: int, worlds, reps: int, masks) -> None:
     print(f"\nMeasured over gloo: median seconds per fwd+bwd ({reps} reps, 1 thread per rank), words sent per rank")
-    print(f"{'mask':<11} {'world':>5} {'seconds':>8} {'max sent':>13} {'counted == predicted':>21}")
+    print(f"{'mask':<11} {'world':>5} {'seconds':>8} {'max sent':>13} {'counted == predicted':>21} {'peak RSS MiB':>13}")
     context = multiprocessing.get_context("spawn")
     for label in masks:
         spec = MASKS[label]
@@ -121,7 +125,7 @@ def measured_table(n: int, d: int, worlds, reps: int, masks) -> None:
                 results = [torch.load(f) for f in files]
             seconds = max(r["seconds"] for r in results)
             print(f"{label:<11} {world:>5} {seconds:>8.3f} {max(r['sent'] for r in results):>13,} "
-                  f"{str(all(r['exact'] for r in results)):>21}")
+                  f"{str(all(r['exact'] for r in results)):>21} {max(r['peak_mib'] for r in results):>13.1f}")
 
 
 def main():
@@ -130,11 +134,14 @@ def main():
     parser.add_argument("--d", type=int, default=64)
     parser.add_argument("--worlds", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--masks", nargs="*", default=list(MASKS), choices=list(MASKS), help="which masks (default: both)")
+    parser.add_argument("--masks", nargs="*", default=DEFAULT_MASKS, choices=list(MASKS),
+                        help=f"which masks (default: {' and '.join(DEFAULT_MASKS)})")
+    parser.add_argument("--no-predicted", action="store_true", help="skip the predicted table (world sizes 2 to 8)")
     args = parser.parse_args()
     print(f"spattn.torch.distributed | {platform.processor() or platform.machine()} | {os.cpu_count()} cores | "
           f"torch {torch.__version__} | {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    predicted_table(args.n, args.d, args.masks)
+    if not args.no_predicted:
+        predicted_table(args.n, args.d, args.masks)
     if args.worlds:
         measured_table(args.n, args.d, args.worlds, args.reps, args.masks)
 

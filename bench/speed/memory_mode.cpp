@@ -73,15 +73,18 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
   out << line;
   // The first fwd+bwd of a mask builds what the API caches in it (the flash tile lists, the
   // planner's structures); the second shows the steady state.
-  std::snprintf(line, sizeof line, "%8s %4s %6s %12s %9s %9s %8s %11s %11s %11s %11s %12s\n", "n", "d",
-                "window", "nnz", "mask MiB", "data MiB", "build s", "fwd cold s", "bwd cold s",
+  const std::string spec =
+      settings.mask_spec.empty() ? "sliding_window:w=" + std::to_string(settings.window) : settings.mask_spec;
+  out << "mask " << spec << "\n";
+  std::snprintf(line, sizeof line, "%8s %4s %10s %14s %9s %9s %8s %11s %11s %11s %11s %12s\n", "n", "d",
+                "form", "nnz", "mask MiB", "data MiB", "build s", "fwd cold s", "bwd cold s",
                 "fwd warm s", "bwd warm s", "peak RSS MiB");
   out << line;
   std::vector<int64_t> seqlens = settings.seqlens;
   std::sort(seqlens.begin(), seqlens.end());
   for (const int64_t n : seqlens) {
     auto start = std::chrono::steady_clock::now();
-    const Mask mask = Mask::from_spec("sliding_window:w=" + std::to_string(settings.window), n, n);
+    const Mask mask = Mask::from_spec(spec, n, n);
     double forward_s[2], backward_s[2], build_s = 0.0;
     if (settings.schedule_only) {
       const int64_t d = settings.head_dim;
@@ -123,14 +126,14 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
         backward_s[run] = seconds_since(start);
       }
     }
-    // What the mask holds in its own form (intervals for a window).
+    // What the mask holds in its own form (intervals for a window), after the runs.
     const double mask_mib = static_cast<double>(mask.memory_bytes()) / (1024.0 * 1024.0);
     // Q, K, V, dO, O, dQ, dK, dV (n x d each) and LSE (n), fp32.
     const double data_mib = static_cast<double>((8 * n * settings.head_dim + n) * 4) / (1024.0 * 1024.0);
     std::snprintf(line, sizeof line,
-                  "%8lld %4lld %6lld %12lld %9.1f %9.1f %8.2f %11.2f %11.2f %11.3f %11.3f %12.1f\n",
+                  "%8lld %4lld %10s %14lld %9.1f %9.1f %8.2f %11.2f %11.2f %11.3f %11.3f %12.1f\n",
                   static_cast<long long>(n), static_cast<long long>(settings.head_dim),
-                  static_cast<long long>(settings.window), static_cast<long long>(mask.nnz()), mask_mib,
+                  form_name(mask.form()), static_cast<long long>(mask.nnz()), mask_mib,
                   data_mib, build_s, forward_s[0], backward_s[0], forward_s[1], backward_s[1],
                   peak_rss_mib());
     out << line;

@@ -1,10 +1,12 @@
-// spattn_bench --memory: fwd+bwd at long sequences over a sliding window, reporting the process's
+// spattn_bench --memory: fwd+bwd at long sequences over a mask (a sliding window by default, any
+// PATTERN-SPEC with --memory-mask), reporting the mask's form and bytes and the process's
 // peak resident set (getrusage ru_maxrss). The cases run in increasing n in one process, so each
 // peak is the largest so far: the largest case's own peak.
 #pragma once
 
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <vector>
 
 namespace spattn::bench {
@@ -13,6 +15,7 @@ struct MemorySettings {
   std::vector<int64_t> seqlens = {65536, 131072};
   int64_t head_dim = 64;
   int64_t window = 256;
+  std::string mask_spec;  // the mask; empty: sliding_window:w=<window>
   int threads = 0;
   int64_t cache_words = 0;
   // Run the flash schedule itself (the tile lists built once, no planner) instead of the public

@@ -10,6 +10,7 @@
 //   spattn_bench --window-target --reps 11     the window target as one run's ratio: full and
 //                                              window take turns at n 4096, d 64 and 128 (flash)
 //   spattn_bench --memory                      peak RSS of fwd+bwd at n 65536 and 131072, window 256
+//   spattn_bench --memory --memory-mask causal --memory-n 131072   the same over any PATTERN-SPEC
 //   spattn_bench --memory --schedule-only      the same through the flash schedule alone
 #include "memory_mode.hpp"
 #include "roofline.hpp"
@@ -150,9 +151,13 @@ int main(int argc, char** argv) {
   app.add_option("--small-cache-max-n", small_cache_max_n,
                  "skip small_cache above this n (it materializes n x n intermediates for a full mask)");
   CLI::Option* memory_option =
-      app.add_flag("--memory", memory, "peak RSS of flash fwd+bwd over a sliding window at long n");
+      app.add_flag("--memory", memory, "peak RSS of flash fwd+bwd over a mask (a sliding window) at long n");
   app.add_option("--memory-n", memory_settings.seqlens, "sequence lengths of --memory")->delimiter(',');
-  app.add_option("--memory-window", memory_settings.window, "window half-width of --memory");
+  CLI::Option* memory_window =
+      app.add_option("--memory-window", memory_settings.window, "window half-width of --memory");
+  app.add_option("--memory-mask", memory_settings.mask_spec,
+                 "the PATTERN-SPEC of --memory (default sliding_window:w=<--memory-window>)")
+      ->excludes(memory_window);
   app.add_flag("--schedule-only", memory_settings.schedule_only,
                "with --memory: run the flash schedule directly (no planner), not the public API");
   app.add_flag("--window-target", window_target,
