@@ -45,6 +45,29 @@ void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, 
   }
 }
 
+// Forward and backward over `compact` and over `pairs` (the same mask as element CSR): the same
+// plans, the same counted words and lines, and the same outputs and gradients, bit for bit.
+void expect_runs_as_the_pairs(const Mask& compact, const Mask& pairs, Algorithm algorithm, int64_t cache_words) {
+  const int64_t n_q = pairs.seqlen_q(), n_k = pairs.seqlen_k();
+  spattn::io::Ledger ledger_compact, ledger_pairs;
+  AttentionOptions options;
+  options.algorithm = algorithm;
+  options.cache_words = cache_words;
+  spattn::testing::ApiProblem a(1, 2, 2, n_q, n_k, 8), b(1, 2, 2, n_q, n_k, 8);
+  options.ledger = &ledger_compact;
+  const auto plans_a = a.run({compact}, options);
+  options.ledger = &ledger_pairs;
+  const auto plans_b = b.run({pairs}, options);
+  EXPECT_EQ(plans_a.first.to_string(), plans_b.first.to_string());  // (== also asks for the same Mask)
+  EXPECT_EQ(plans_a.second.to_string(), plans_b.second.to_string());
+  EXPECT_EQ(ledger_compact.report(), ledger_pairs.report());
+  expect_same_bits(a.o, b.o, "O");
+  expect_same_bits(a.lse, b.lse, "LSE");
+  expect_same_bits(a.dq, b.dq, "dQ");
+  expect_same_bits(a.dk, b.dk, "dK");
+  expect_same_bits(a.dv, b.dv, "dV");
+}
+
 }  // namespace
 
 TEST(MaskForms, EachSpecTakesTheFormThatDescribesItExactly) {
@@ -113,23 +136,7 @@ TEST(MaskForms, EveryAlgorithmRunsTheIntervalFormAsThePairs) {
         for (int64_t m : {int64_t{120}, int64_t{4096}}) {
           SCOPED_TRACE(spec + " " + std::to_string(n_q) + "x" + std::to_string(n_k) + " " +
                        spattn::algorithm_name(algorithm) + " M " + std::to_string(m));
-          spattn::io::Ledger ledger_compact, ledger_pairs;
-          AttentionOptions options;
-          options.algorithm = algorithm;
-          options.cache_words = m;
-          spattn::testing::ApiProblem a(1, 2, 2, n_q, n_k, 8), b(1, 2, 2, n_q, n_k, 8);
-          options.ledger = &ledger_compact;
-          const auto plans_a = a.run({compact}, options);
-          options.ledger = &ledger_pairs;
-          const auto plans_b = b.run({pairs}, options);
-          EXPECT_EQ(plans_a.first.to_string(), plans_b.first.to_string());  // (== also asks for the same Mask)
-          EXPECT_EQ(plans_a.second.to_string(), plans_b.second.to_string());
-          EXPECT_EQ(ledger_compact.report(), ledger_pairs.report());
-          expect_same_bits(a.o, b.o, "O");
-          expect_same_bits(a.lse, b.lse, "LSE");
-          expect_same_bits(a.dq, b.dq, "dQ");
-          expect_same_bits(a.dk, b.dk, "dK");
-          expect_same_bits(a.dv, b.dv, "dV");
+          expect_runs_as_the_pairs(compact, pairs, algorithm, m);
         }
       }
       spattn::testing::ApiProblem check(1, 2, 2, n_q, n_k, 8);
@@ -223,22 +230,7 @@ TEST(MaskForms, EveryAlgorithmRunsTheBlockFormAsThePairs) {
         for (Algorithm algorithm : {Algorithm::automatic, Algorithm::flash, Algorithm::small_cache}) {
           SCOPED_TRACE(spec + " " + std::to_string(n_q) + "x" + std::to_string(n_k) + " blocks " + std::to_string(bm) +
                        "x" + std::to_string(bn) + " " + spattn::algorithm_name(algorithm));
-          spattn::io::Ledger ledger_blocks, ledger_pairs;
-          AttentionOptions options;
-          options.algorithm = algorithm;
-          options.cache_words = 4096;
-          spattn::testing::ApiProblem a(1, 2, 2, n_q, n_k, 8), b(1, 2, 2, n_q, n_k, 8);
-          options.ledger = &ledger_blocks;
-          const auto plans_a = a.run({blocks}, options);
-          options.ledger = &ledger_pairs;
-          const auto plans_b = b.run({pairs}, options);
-          EXPECT_EQ(plans_a.first.to_string(), plans_b.first.to_string());
-          EXPECT_EQ(plans_a.second.to_string(), plans_b.second.to_string());
-          EXPECT_EQ(ledger_blocks.report(), ledger_pairs.report());
-          expect_same_bits(a.o, b.o, "O");
-          expect_same_bits(a.dq, b.dq, "dQ");
-          expect_same_bits(a.dk, b.dk, "dK");
-          expect_same_bits(a.dv, b.dv, "dV");
+          expect_runs_as_the_pairs(blocks, pairs, algorithm, 4096);
         }
         const std::vector<IndexRange> rows = {{n_q / 2, n_q}, {0, n_q / 3}};
         const std::vector<IndexRange> cols = {{n_k / 4, n_k}};
