@@ -52,7 +52,7 @@ class Mask {
   static Mask from_intervals(sparse_formats::IntervalPattern&& pattern, const std::string& what = "mask");
   // Validates the block mask (sparse_formats::validate; errors name `what`: unsorted or repeated
   // block columns, out of range, a partial block with no bit or every bit set, ...) and takes it.
-  // int32 block indices: a mask of more than 2^31 - 1 stored blocks is refused by validate.
+  // int32 indices: a mask of more than 2^31 - 1 rows, keys or stored blocks is refused by validate.
   static Mask from_blocks(sparse_formats::BsrMask<int32_t>&& pattern, const std::string& what = "mask");
   // A PATTERN-SPEC (`causal`, `sliding_window:w=128`, ...; see docs/patterns.md), built directly
   // in its compact form: intervals where the spec's rows are runs of keys

@@ -157,7 +157,12 @@ IntervalPattern bsr_mask_to_intervals(const BsrMask<Index>& mask) {
   const BsrPatternView<Index> view = blocks.view();
   const int64_t block_m = blocks.block_m, block_n = blocks.block_n;
   const int64_t words = mask.words_per_block();
-  IntervalPattern out = IntervalPattern::empty(blocks.num_rows, blocks.num_cols);
+  // One offset a row: a shape the machine cannot hold is refused here (a block mask of few blocks
+  // may name any number of rows).
+  IntervalPattern out(blocks.num_rows, blocks.num_cols,
+                      internal::allocate<int64_t>("bsr_mask_to_intervals", "row_ptr (num_rows + 1 offsets)",
+                                                  internal::saturating_plus_one(blocks.num_rows)),
+                      {}, {});
   const auto add = [&out](int64_t row, int64_t lo, int64_t hi) {
     if (out.num_intervals() > out.row_begin(row) && out.end.back() == lo) {
       out.end.back() = hi;

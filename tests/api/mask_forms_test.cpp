@@ -196,6 +196,27 @@ TEST(MaskForms, ABlockMaskHoldsItsBlocksAndBuildsItsRowsOnce) {
   EXPECT_EQ(Mask::from_spec("random:p=0.1,seed=1", 64, 64).row_intervals(), nullptr);
 }
 
+TEST(MaskForms, ABlockMaskBeyondInt32IsRefusedBeforeAnythingIsBuilt) {
+  // One full block of 2^40 x 1 pairs: the block form's int32 indices cannot name its rows.
+  sparse_formats::BsrMask<int32_t> huge;
+  huge.blocks.num_rows = int64_t{1} << 40;
+  huge.blocks.num_cols = 1;
+  huge.blocks.block_m = int64_t{1} << 40;
+  huge.blocks.block_n = 1;
+  huge.blocks.block_row_ptr = {0, 1};
+  huge.blocks.block_col_idx = {0};
+  huge.kind = {sparse_formats::BlockKind::full};
+  huge.partial_slot = {-1};
+  try {
+    Mask::from_blocks(std::move(huge), "huge");
+    FAIL() << "expected a refusal";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("huge: num_rows = 1099511627776 does not fit the int32 index type"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(MaskForms, BadBlocksAreRefusedNamingTheArgument) {
   auto blocks = sparse_formats::csr_to_bsr_mask(
       sparse_formats::make_pattern<int32_t>(sparse_formats::parse_pattern_spec("causal"), 8, 8).view(), 4, 4);
