@@ -67,8 +67,8 @@ std::pair<double, double> run_schedule(ScheduleRun& r, int64_t n, int64_t d, int
 
 void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
   char line[256];
-  out << (settings.schedule_only ? "the flash schedule itself (tile lists built once, no planner)\n"
-                                 : "the public API, algorithm flash\n");
+  out << (settings.schedule_only ? "the flash schedule itself (tile lists built once, no planner; words not counted)\n"
+                                 : "the public API, algorithm flash; the words counted by a third fwd + bwd\n");
   std::snprintf(line, sizeof line, "peak RSS before any case: %.1f MiB\n", peak_rss_mib());
   out << line;
   // The first fwd+bwd of a mask builds what the API caches in it (the flash tile lists, the
@@ -76,9 +76,9 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
   const std::string spec =
       settings.mask_spec.empty() ? "sliding_window:w=" + std::to_string(settings.window) : settings.mask_spec;
   out << "mask " << spec << "\n";
-  std::snprintf(line, sizeof line, "%8s %4s %10s %14s %9s %9s %8s %11s %11s %11s %11s %12s\n", "n", "d",
+  std::snprintf(line, sizeof line, "%8s %4s %10s %14s %9s %9s %8s %11s %11s %11s %11s %12s %14s %12s\n", "n", "d",
                 "form", "nnz", "mask MiB", "data MiB", "build s", "fwd cold s", "bwd cold s",
-                "fwd warm s", "bwd warm s", "peak RSS MiB");
+                "fwd warm s", "bwd warm s", "peak RSS MiB", "counted words", "index words");
   out << line;
   std::vector<int64_t> seqlens = settings.seqlens;
   std::sort(seqlens.begin(), seqlens.end());
@@ -86,6 +86,7 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
     auto start = std::chrono::steady_clock::now();
     const Mask mask = Mask::from_spec(spec, n, n);
     double forward_s[2], backward_s[2], build_s = 0.0;
+    io::Traffic counted, counted_index;  // fwd + bwd words through the public API (a third, counted run)
     if (settings.schedule_only) {
       const int64_t d = settings.head_dim;
       const int64_t cache_words = settings.cache_words == 0 ? default_cache_words() : settings.cache_words;
@@ -125,17 +126,24 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
         problem.backward(mask, options);
         backward_s[run] = seconds_since(start);
       }
+      io::Ledger ledger;
+      options.ledger = &ledger;
+      problem.forward(mask, options);
+      problem.backward(mask, options);
+      counted = ledger.total();
+      counted_index = ledger.total(io::WordKind::index);
     }
     // What the mask holds in its own form (intervals for a window), after the runs.
     const double mask_mib = static_cast<double>(mask.memory_bytes()) / (1024.0 * 1024.0);
     // Q, K, V, dO, O, dQ, dK, dV (n x d each) and LSE (n), fp32.
     const double data_mib = static_cast<double>((8 * n * settings.head_dim + n) * 4) / (1024.0 * 1024.0);
     std::snprintf(line, sizeof line,
-                  "%8lld %4lld %10s %14lld %9.1f %9.1f %8.2f %11.2f %11.2f %11.3f %11.3f %12.1f\n",
+                  "%8lld %4lld %10s %14lld %9.1f %9.1f %8.2f %11.2f %11.2f %11.3f %11.3f %12.1f %14lld %12lld\n",
                   static_cast<long long>(n), static_cast<long long>(settings.head_dim),
                   form_name(mask.form()), static_cast<long long>(mask.nnz()), mask_mib,
                   data_mib, build_s, forward_s[0], backward_s[0], forward_s[1], backward_s[1],
-                  peak_rss_mib());
+                  peak_rss_mib(), static_cast<long long>(counted.reads + counted.writes),
+                  static_cast<long long>(counted_index.reads + counted_index.writes));
     out << line;
     out.flush();
   }
