@@ -21,6 +21,7 @@ def test_specs_take_their_compact_form():
     assert st.Mask.from_spec("causal", 64, 64).form == "intervals"
     assert st.Mask.from_spec("random:p=0.2,seed=1", 64, 64).form == "elements"
     assert st.Mask.from_spec("full", 64, 64).form == "full"
+    assert st.Mask.from_spec("bigbird:block=8,seed=1", 64, 64).form == "blocks"
     causal = st.Mask.from_spec("causal", 64, 64)
     assert causal.memory_bytes() == 8 * (65 + 2 * 64)
     row_ptr, begin, end = causal.intervals()

@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <new>
+#include <optional>
+#include <string>
+#include <utility>
 
 namespace sparse_formats {
 
@@ -128,6 +131,14 @@ typename Form::Result make_documents(const ParamReader& in, int64_t seqlen_q, in
   return Form::documents(seqlen_q, seqlen_k, lengths, lengths_k, causal);
 }
 
+// The blocks of a block pattern leaf (bigbird: block x block; random_blocks: block_m x block_n,
+// each defaulting to block).
+std::pair<int64_t, int64_t> leaf_block_size(const PatternSpec& leaf, const ParamReader& in) {
+  const int64_t block = in.integer("block");
+  if (leaf.name == "bigbird") return {block, block};
+  return {in.has("block_m") ? in.integer("block_m") : block, in.has("block_n") ? in.integer("block_n") : block};
+}
+
 template <typename Form>
 typename Form::Result make_leaf(const PatternSpec& leaf, const std::string& quoted, int64_t seqlen_q,
                                 int64_t seqlen_k) {
@@ -157,9 +168,7 @@ typename Form::Result make_leaf(const PatternSpec& leaf, const std::string& quot
   if (name == "prefix_lm") return Form::prefix_lm(seqlen_q, seqlen_k, in.integer("p"));
   if (name == "random") return Form::random(seqlen_q, seqlen_k, in.real("p"), in.uint64("seed"), in.boolean("causal"));
   if (name == "random_blocks") {
-    const int64_t block = in.integer("block");
-    const int64_t block_m = in.has("block_m") ? in.integer("block_m") : block;
-    const int64_t block_n = in.has("block_n") ? in.integer("block_n") : block;
+    const auto [block_m, block_n] = leaf_block_size(leaf, in);
     return Form::random_blocks(seqlen_q, seqlen_k, block_m, block_n, in.real("p"), in.uint64("seed"));
   }
   fail("pattern spec '", quoted, "': pattern '", name, "' has no generator");  // table out of sync
@@ -212,6 +221,13 @@ std::optional<IntervalPattern> make_interval_pattern(const PatternSpec& spec, in
          " does not fit in memory (std::bad_alloc; the limit is ", internal::memory_limit_bytes(),
          " bytes of physical memory)");
   }
+}
+
+std::optional<std::pair<int64_t, int64_t>> block_pattern_size(const PatternSpec& spec) {
+  if (spec.is_composite() || (spec.name != "bigbird" && spec.name != "random_blocks")) return std::nullopt;
+  const std::string text = format_pattern_spec(spec);
+  check_leaf(spec, text);
+  return leaf_block_size(spec, ParamReader(spec, *find_pattern(spec.name), text));
 }
 
 PatternSpec with_defaults(const PatternSpec& spec) {

@@ -154,6 +154,13 @@ Mask Mask::from_spec(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k
   const auto parsed = sparse_formats::parse_pattern_spec(spec);
   if (parsed.name == "full" && parsed.params.empty()) return full(seqlen_q, seqlen_k);
   if (auto intervals = sparse_formats::make_interval_pattern(parsed, seqlen_q, seqlen_k)) {
+    // A block pattern lives as its blocks (13 bytes a block, where its intervals take 16 bytes a
+    // row and block run), where the block form's int32 indices can name them.
+    const auto block = sparse_formats::block_pattern_size(parsed);
+    const int64_t int32_max = std::numeric_limits<int32_t>::max();
+    if (block && seqlen_q <= int32_max && seqlen_k <= int32_max) {
+      return from_blocks(sparse_formats::intervals_to_bsr_mask<int32_t>(*intervals, block->first, block->second), spec);
+    }
     return from_intervals(std::move(*intervals), spec);
   }
   return from_csr(sparse_formats::make_pattern<int64_t>(parsed, seqlen_q, seqlen_k), spec);

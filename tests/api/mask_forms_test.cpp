@@ -74,7 +74,10 @@ TEST(MaskForms, EachSpecTakesTheFormThatDescribesItExactly) {
   EXPECT_EQ(Mask::from_spec("full", 64, 64).form(), MaskForm::full);
   EXPECT_EQ(Mask::from_spec("causal", 64, 64).form(), MaskForm::intervals);
   EXPECT_EQ(Mask::from_spec("documents:num_docs=4,causal=1", 64, 64).form(), MaskForm::intervals);
-  EXPECT_EQ(Mask::from_spec("bigbird:block=8,seed=1", 64, 64).form(), MaskForm::intervals);
+  EXPECT_EQ(Mask::from_spec("bigbird:block=8,seed=1", 64, 64).form(), MaskForm::blocks);
+  EXPECT_EQ(Mask::from_spec("random_blocks:block_m=8,block_n=4,p=0.3,seed=1", 64, 64).form(), MaskForm::blocks);
+  EXPECT_EQ(Mask::from_spec("random_blocks:block_m=8,block_n=4,p=0.3,seed=1", 64, 64).blocks()->blocks.block_n, 4);
+  EXPECT_EQ(Mask::from_spec("bigbird:block=8,seed=1 & causal", 64, 64).form(), MaskForm::intervals);
   EXPECT_EQ(Mask::from_spec("random:p=0.1,seed=1", 64, 64).form(), MaskForm::elements);
   EXPECT_EQ(Mask::from_spec("sliding_window:w=100", 64, 64).form(), MaskForm::full);  // covers every pair
   EXPECT_STREQ(spattn::form_name(MaskForm::intervals), "intervals");

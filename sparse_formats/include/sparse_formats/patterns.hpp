@@ -28,7 +28,9 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sparse_formats {
@@ -219,6 +221,11 @@ PatternSpec with_defaults(const PatternSpec& spec);
 template <typename Index = MaskIndex>
 CsrPattern<Index> make_pattern(const PatternSpec& spec, int64_t seqlen_q, int64_t seqlen_k);
 // Every pattern name with its parameters, defaults, meaning and reference, sorted by name.
+// The blocks a block pattern's pairs come in (bigbird: block x block; random_blocks: block_m x
+// block_n), or nullopt for every other spec, compositions included. Checks the leaf as
+// make_pattern does.
+std::optional<std::pair<int64_t, int64_t>> block_pattern_size(const PatternSpec& spec);
+
 std::vector<PatternInfo> list_patterns();
 // A few lines describing the spec syntax, for --help texts.
 std::string pattern_spec_syntax();
