@@ -171,30 +171,47 @@ SparseMaskCounts::Gathers SparseMaskCounts::gathers(int64_t block_keys, int64_t 
   return gathers_memo_.at({block_keys, run});
 }
 
-// Per run, last[b] = the last piece key block b loaded. A segment [begin, end) of block b
-// (consecutive positions) loads its pieces from begin / run to (end - 1) / run, all but the first
-// when block b holds that one already.
+// last_end[b] = one past the last position key block b loaded (-1: none), for every run at once:
+// block b holds piece (last_end[b] - 1) / run. A segment [begin, end) of block b (consecutive
+// positions) loads its pieces from begin / run to (end - 1) / run, all but the first when block b
+// holds that one already. The runs asked together are powers of two: pieces by shifts.
 std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers(int64_t block_keys,
                                                                      const std::vector<int64_t>& runs) const {
   const int64_t blocks = (std::max<int64_t>(seqlen_k_, 0) + block_keys - 1) / block_keys;
-  std::vector<std::vector<int64_t>> last(runs.size(), std::vector<int64_t>(static_cast<size_t>(blocks), -1));
+  std::vector<int64_t> last_end(static_cast<size_t>(blocks), -1);
   std::vector<Gathers> gathers(runs.size());
   const auto piece_words = [this](int64_t piece, int64_t run) {
     return std::min((piece + 1) * run, nnz_) - piece * run;
   };
-  for_each_segment(block_keys, [&](int64_t, int64_t block, int64_t begin, int64_t end) {
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const int64_t run = runs[i];
-      const int64_t first = begin / run, final_piece = (end - 1) / run;
-      int64_t& held = last[i][static_cast<size_t>(block)];
-      const int64_t from = held == first ? first + 1 : first;
-      if (final_piece >= from) {
-        gathers[i].loads += final_piece - from + 1;
-        gathers[i].words += (final_piece - from) * run + piece_words(final_piece, run);
+  const auto count = [&](auto&& piece_of) {
+    for_each_segment(block_keys, [&](int64_t, int64_t block, int64_t begin, int64_t end) {
+      int64_t& held_end = last_end[static_cast<size_t>(block)];
+      for (size_t i = 0; i < runs.size(); ++i) {
+        const int64_t first = piece_of(begin, i), final_piece = piece_of(end - 1, i);
+        const int64_t from = piece_of(held_end - 1, i) == first ? first + 1 : first;
+        if (final_piece >= from) {
+          gathers[i].loads += final_piece - from + 1;
+          gathers[i].words += (final_piece - from) * runs[i] + piece_words(final_piece, runs[i]);
+        }
       }
-      held = final_piece;
+      held_end = end;
+    });
+  };
+  std::vector<int> shift(runs.size(), -1);
+  bool powers = true;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (int bit = 0; bit < 62 && shift[i] < 0; ++bit) {
+      if (runs[i] == int64_t{1} << bit) shift[i] = bit;
     }
-  });
+    powers = powers && shift[i] >= 0;
+  }
+  if (powers) {
+    count([&](int64_t position, size_t i) { return position >> shift[i]; });  // (floor for -2 too)
+  } else {
+    count([&](int64_t position, size_t i) {
+      return position >= 0 ? position / runs[i] : -1;  // -1: the held piece of a block that loaded none
+    });
+  }
   return gathers;
 }
 
