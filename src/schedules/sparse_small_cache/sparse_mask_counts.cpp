@@ -225,9 +225,11 @@ void SparseMaskCounts::for_each_segment(int64_t block_keys, Visit&& visit) const
     int64_t p = row_ptr_[i];
     if (uses_runs()) {
       for (int64_t r = run_ptr_[static_cast<size_t>(i)]; r < run_ptr_[static_cast<size_t>(i + 1)]; ++r) {
-        for (int64_t key = run_begin_[static_cast<size_t>(r)]; key < run_end_[static_cast<size_t>(r)];) {
-          const int64_t block = key / block_keys;
-          const int64_t stop = std::min(run_end_[static_cast<size_t>(r)], (block + 1) * block_keys);
+        const int64_t run_end = run_end_[static_cast<size_t>(r)];
+        int64_t key = run_begin_[static_cast<size_t>(r)];
+        for (int64_t block = key / block_keys, block_end = (block + 1) * block_keys; key < run_end;
+             ++block, block_end += block_keys) {
+          const int64_t stop = std::min(run_end, block_end);
           visit(i, block, p, p + stop - key);
           p += stop - key;
           key = stop;
