@@ -12,8 +12,8 @@ the mask), and the wall time and peak RSS of `spattn plan --n N --d 64 --mask MA
 """
 
 import argparse
+import os
 import re
-import resource
 import subprocess
 import time
 
@@ -29,16 +29,19 @@ def human(nbytes: float) -> str:
 
 
 def plan(spattn: str, n: int, mask: str):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    out = subprocess.run([spattn, "plan", "--n", str(n), "--d", "64", "--mask", mask, "--pass", "both"],
-                         check=True, capture_output=True, text=True).stdout
+    child = subprocess.Popen([spattn, "plan", "--n", str(n), "--d", "64", "--mask", mask, "--pass", "both"],
+                             stdout=subprocess.PIPE, text=True)
+    out = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS (KiB)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest child so far (KiB)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"spattn plan failed for {mask} at n {n} (exit {child.returncode})")
     found = re.search(r"mask \S+: (\w+), (\d+) bytes .*as int64 CSR (\d+) bytes", out)
     if not found:
         raise SystemExit(f"spattn plan printed no mask line for {mask} at n {n}")
-    return found.group(1), int(found.group(2)), int(found.group(3)), seconds, peak if peak > before else None
+    return found.group(1), int(found.group(2)), int(found.group(3)), seconds, usage.ru_maxrss
 
 
 def main():
@@ -55,9 +58,8 @@ def main():
             form, nbytes, csr, seconds, peak = plan(args.spattn, n, mask)
             blocks = -(-n // 128)
             block_mask = 2 * 4 * (blocks + blocks * blocks)
-            peak_text = human(peak * 1024) if peak else "(below an earlier case)"
             print(f"| {mask} | 2^{log2n} | {form} | {human(nbytes)} | {nbytes / n:.1f} | {human(csr)} | {human(block_mask)} | "
-                  f"{seconds:.2f} s | {peak_text} |", flush=True)
+                  f"{seconds:.2f} s | {human(peak * 1024)} |", flush=True)
 
 
 if __name__ == "__main__":
