@@ -5,6 +5,8 @@
 // whole; only partial blocks get bits, set a row's run at a time.
 #include <sparse_formats/intervals.hpp>
 
+#include <sparse_formats/convert.hpp>
+
 #include <sparse_formats/error.hpp>
 
 #include "format_internal.hpp"
@@ -36,32 +38,16 @@ struct BlockSpans {
   }
 };
 
-}  // namespace
-
-template <typename Index>
-BsrMask<Index> intervals_to_bsr_mask(const IntervalPattern& p, int64_t block_m, int64_t block_n) {
-  const char* context = "intervals_to_bsr_mask";
-  internal::check_block_sizes(context, block_m, block_n);
-  internal::check_shape<Index>(context, p.num_rows, p.num_cols);
-  const int64_t words = blocks_along(internal::checked_mul(context, "block_m", block_m, "block_n", block_n), 64);
-  const int64_t num_block_rows = blocks_along(p.num_rows, block_m);
-  BsrMask<Index> mask;
-  BsrPattern<Index>& out = mask.blocks;
-  out.num_rows = p.num_rows;
-  out.num_cols = p.num_cols;
-  out.block_m = block_m;
-  out.block_n = block_n;
-  out.block_row_ptr.assign(to_size(num_block_rows) + 1, Index{0});
-
+// The blocks one block row of an interval mask lists, in order, and the attended pairs each holds:
+// spans of the block columns its intervals reach; per listed block, the pairs of each interval's
+// end blocks directly and of the blocks between by the number of rows covering them whole.
+struct BlockRow {
   BlockSpans row;
   std::vector<std::pair<int64_t, int64_t>> reach;  // per interval: its first and last block column
   std::vector<int64_t> pairs, covers;               // per listed block: attended pairs; whole-row covers (differences)
-  std::vector<int64_t> slot;                        // per listed block: partial slot or -1
-  std::vector<int64_t> partial_at;                  // list positions of the partial blocks
-  for (int64_t block_row = 0; block_row < num_block_rows; ++block_row) {
-    const int64_t r0 = block_row * block_m, r1 = r0 + std::min(block_m, p.num_rows - r0);
+
+  void list(const IntervalPattern& p, int64_t block_n, int64_t r0, int64_t r1) {
     const int64_t k0 = p.row_begin(r0), k1 = p.row_begin(r1);
-    // The spans of block columns the rows reach.
     reach.clear();
     for (int64_t k = k0; k < k1; ++k) reach.emplace_back(p.begin[to_size(k)] / block_n, (p.end[to_size(k)] - 1) / block_n);
     std::sort(reach.begin(), reach.end());
@@ -79,8 +65,6 @@ BsrMask<Index> intervals_to_bsr_mask(const IntervalPattern& p, int64_t block_m, 
       row.offset.push_back(row.total);
       row.total += last - first + 1;
     }
-    // Pairs per listed block: the end blocks of each interval directly, the blocks between by the
-    // number of rows covering them whole.
     pairs.assign(to_size(row.total), 0);
     covers.assign(to_size(row.total) + 1, 0);
     for (int64_t k = k0; k < k1; ++k) {
@@ -96,33 +80,69 @@ BsrMask<Index> intervals_to_bsr_mask(const IntervalPattern& p, int64_t block_m, 
       ++covers[to_size(at) + 1];  // blocks first + 1 .. last - 1 lie in one span with `first`
       --covers[to_size(at + last - first)];
     }
+    int64_t depth = 0;
+    for_each_block([&](int64_t block, int64_t at) {
+      depth += covers[to_size(at)];
+      pairs[to_size(at)] += depth * std::min(block_n, p.num_cols - block * block_n);
+    });
+  }
+
+  // visit(block column, list position) for each listed block, in order.
+  template <typename Visit>
+  void for_each_block(Visit&& visit) const {
+    for (size_t s = 0; s < row.spans.size(); ++s) {
+      for (int64_t block = row.spans[s].first; block <= row.spans[s].second; ++block) {
+        visit(block, row.offset[s] + block - row.spans[s].first);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+template <typename Index>
+BsrMask<Index> intervals_to_bsr_mask(const IntervalPattern& p, int64_t block_m, int64_t block_n) {
+  const char* context = "intervals_to_bsr_mask";
+  internal::check_block_sizes(context, block_m, block_n);
+  internal::check_shape<Index>(context, p.num_rows, p.num_cols);
+  const int64_t words = blocks_along(internal::checked_mul(context, "block_m", block_m, "block_n", block_n), 64);
+  const int64_t num_block_rows = blocks_along(p.num_rows, block_m);
+  BsrMask<Index> mask;
+  BsrPattern<Index>& out = mask.blocks;
+  out.num_rows = p.num_rows;
+  out.num_cols = p.num_cols;
+  out.block_m = block_m;
+  out.block_n = block_n;
+  out.block_row_ptr.assign(to_size(num_block_rows) + 1, Index{0});
+
+  BlockRow listed;
+  const BlockSpans& row = listed.row;
+  std::vector<int64_t> slot;        // per listed block: partial slot or -1
+  std::vector<int64_t> partial_at;  // list positions of the partial blocks
+  for (int64_t block_row = 0; block_row < num_block_rows; ++block_row) {
+    const int64_t r0 = block_row * block_m, r1 = r0 + std::min(block_m, p.num_rows - r0);
+    listed.list(p, block_n, r0, r1);
     // The blocks in list order: full iff every in-range element attends.
     slot.assign(to_size(row.total), -1);
     const int64_t rows = r1 - r0;
-    int64_t depth = 0;
-    for (size_t s = 0; s < row.spans.size(); ++s) {
-      for (int64_t block = row.spans[s].first; block <= row.spans[s].second; ++block) {
-        const int64_t at = row.offset[s] + block - row.spans[s].first;
-        const int64_t cols = std::min(block_n, p.num_cols - block * block_n);
-        depth += covers[to_size(at)];
-        pairs[to_size(at)] += depth * cols;
-        out.block_col_idx.push_back(static_cast<Index>(block));
-        const bool full = pairs[to_size(at)] == rows * cols;
-        mask.kind.push_back(full ? BlockKind::full : BlockKind::partial);
-        if (!full) {
-          slot[to_size(at)] = mask.num_partial();
-          const int64_t total = internal::checked_mul(context, "num_partial", slot[to_size(at)] + 1, "words_per_block", words);
-          internal::resize_checked(
-              mask.partial_bits, total, context,
-              [&] {
-                return detail::concat("partial_bits (num_partial * words_per_block = ", slot[to_size(at)] + 1, " * ",
-                                      words, " words, block_m * block_n = ", block_m, " * ", block_n, ")");
-              },
-              uint64_t{0});
-        }
-        mask.partial_slot.push_back(slot[to_size(at)]);
+    listed.for_each_block([&](int64_t block, int64_t at) {
+      const int64_t cols = std::min(block_n, p.num_cols - block * block_n);
+      out.block_col_idx.push_back(static_cast<Index>(block));
+      const bool full = listed.pairs[to_size(at)] == rows * cols;
+      mask.kind.push_back(full ? BlockKind::full : BlockKind::partial);
+      if (!full) {
+        slot[to_size(at)] = mask.num_partial();
+        const int64_t total = internal::checked_mul(context, "num_partial", slot[to_size(at)] + 1, "words_per_block", words);
+        internal::resize_checked(
+            mask.partial_bits, total, context,
+            [&] {
+              return detail::concat("partial_bits (num_partial * words_per_block = ", slot[to_size(at)] + 1, " * ",
+                                    words, " words, block_m * block_n = ", block_m, " * ", block_n, ")");
+            },
+            uint64_t{0});
       }
-    }
+      mask.partial_slot.push_back(slot[to_size(at)]);
+    });
     // The bits of the partial blocks: each interval sets its run in every partial block it reaches
     // (found among the row's partial blocks by position, never walking the full ones between).
     partial_at.clear();
@@ -212,6 +232,39 @@ IntervalPattern bsr_mask_to_intervals(const BsrMask<Index>& mask) {
     }
   }
   return out;
+}
+
+MaskStats mask_stats(const IntervalPattern& p, int64_t block_m, int64_t block_n) {
+  internal::check_block_sizes("mask_stats", block_m, block_n);
+  MaskStats stats;
+  stats.num_rows = p.num_rows;
+  stats.num_cols = p.num_cols;
+  stats.block_m = block_m;
+  stats.block_n = block_n;
+  for (int64_t row = 0; row < p.num_rows; ++row) {
+    int64_t length = 0;
+    for (int64_t k = p.row_begin(row); k < p.row_end(row); ++k) length += p.end[to_size(k)] - p.begin[to_size(k)];
+    stats.nnz += length;
+    stats.empty_rows += length == 0 ? 1 : 0;
+    stats.max_row_length = std::max(stats.max_row_length, length);
+  }
+  BlockRow listed;
+  const int64_t num_block_rows = blocks_along(p.num_rows, block_m);
+  for (int64_t block_row = 0; block_row < num_block_rows; ++block_row) {
+    const int64_t r0 = block_row * block_m, r1 = r0 + std::min(block_m, p.num_rows - r0);
+    listed.list(p, block_n, r0, r1);
+    stats.empty_block_rows += listed.row.total == 0 ? 1 : 0;
+    listed.for_each_block([&](int64_t block, int64_t at) {
+      const bool full = listed.pairs[to_size(at)] == (r1 - r0) * std::min(block_n, p.num_cols - block * block_n);
+      ++(full ? stats.full_blocks : stats.partial_blocks);
+    });
+  }
+  stats.stored_blocks = stats.full_blocks + stats.partial_blocks;
+  const double area = static_cast<double>(p.num_rows) * static_cast<double>(p.num_cols);
+  stats.density = area > 0.0 ? static_cast<double>(stats.nnz) / area : 0.0;
+  const double grid = static_cast<double>(num_block_rows) * static_cast<double>(blocks_along(p.num_cols, block_n));
+  stats.block_density = grid > 0.0 ? static_cast<double>(stats.stored_blocks) / grid : 0.0;
+  return stats;
 }
 
 template IntervalPattern bsr_mask_to_intervals<int32_t>(const BsrMask<int32_t>&);

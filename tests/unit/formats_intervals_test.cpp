@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -188,11 +189,19 @@ TEST(Intervals, EveryConversionEqualsThePairs) {
       EXPECT_EQ(back.row_ptr, intervals->row_ptr);
       EXPECT_EQ(back.begin, intervals->begin);
       EXPECT_EQ(back.end, intervals->end);
+      for (int64_t width : {1, 5, 64, 300}) {
+        EXPECT_EQ(sparse_formats::render_mask_blocks(*intervals, width), sparse_formats::render_mask_blocks(pairs.view(), width));
+      }
       for (int64_t bm : {1, 2, 3, 8, 64}) {
         for (int64_t bn : {1, 3, 4, 16, 100}) {
           SCOPED_TRACE("blocks " + std::to_string(bm) + " x " + std::to_string(bn));
           const auto blocks = sparse_formats::intervals_to_bsr_mask<int64_t>(*intervals, bm, bn);
           expect_same_bsr(blocks, sparse_formats::csr_to_bsr_mask(pairs.view(), bm, bn));
+          const sparse_formats::MaskStats a = sparse_formats::mask_stats(*intervals, bm, bn), b = sparse_formats::mask_stats(blocks);
+          EXPECT_EQ(std::make_tuple(a.nnz, a.empty_rows, a.max_row_length, a.stored_blocks, a.full_blocks, a.partial_blocks,
+                                    a.empty_block_rows, a.density, a.block_density),
+                    std::make_tuple(b.nnz, b.empty_rows, b.max_row_length, b.stored_blocks, b.full_blocks, b.partial_blocks,
+                                    b.empty_block_rows, b.density, b.block_density));
           const IntervalPattern rows = sparse_formats::bsr_mask_to_intervals(blocks);  // and back, canonical
           EXPECT_EQ(rows.row_ptr, intervals->row_ptr);
           EXPECT_EQ(rows.begin, intervals->begin);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <sparse_formats/bsr.hpp>
+#include <sparse_formats/convert.hpp>
 #include <sparse_formats/csr.hpp>
 #include <sparse_formats/patterns.hpp>
 
@@ -85,6 +86,15 @@ IntervalPattern transpose(const IntervalPattern& pattern);
 // row by row in O(intervals(a) + intervals(b)); the result is canonical.
 IntervalPattern interval_union(const IntervalPattern& a, const IntervalPattern& b);
 IntervalPattern interval_intersection(const IntervalPattern& a, const IntervalPattern& b);
+
+// mask_stats (convert.hpp) of an interval mask blocked at block_m x block_n, by interval
+// arithmetic: equal to mask_stats(intervals_to_bsr_mask(...)) without building the blocks.
+// O(intervals x log + listed blocks).
+MaskStats mask_stats(const IntervalPattern& mask, int64_t block_m, int64_t block_n);
+
+// render_mask_blocks (patterns.hpp) of an interval mask: the same picture as of its pairs, in
+// O(intervals + picture).
+std::string render_mask_blocks(const IntervalPattern& mask, int64_t max_width = 64);
 
 // The spec's mask in interval form, when that is the form it should live in: every leaf is a
 // pattern of key ranges (full, causal, sliding and global windows, documents, prefix_lm, bigbird,
