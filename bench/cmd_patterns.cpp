@@ -59,6 +59,7 @@ void show(const PatternsOptions& options) {
   const Mask mask = load_prepared_mask(options.spec, options.seqlen_q, seqlen_k, "patterns");
   const double build_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const std::string held = describe_mask_memory(mask);  // (before a block mask builds its row intervals)
   // The rows as intervals: the mask's own, a block mask's, or a full mask's one interval a row.
   std::optional<sparse_formats::IntervalPattern> full_rows;
   const sparse_formats::IntervalPattern* rows = mask.row_intervals();
@@ -81,7 +82,7 @@ void show(const PatternsOptions& options) {
             << " stored (" << stats.full_blocks << " full, " << stats.partial_blocks
             << " partial), block density " << format_real(stats.block_density, 4) << '\n'
             << "built in:       " << format_real(build_ms, 3) << " ms (" << form_name(mask.form()) << ")\n"
-            << "held as:        " << describe_mask_memory(mask) << '\n';
+            << "held as:        " << held << '\n';
   std::cout << '\n';
   std::cout << (rows != nullptr ? sparse_formats::render_mask_blocks(*rows, options.width)
                                 : sparse_formats::render_mask_blocks(mask.csr(), options.width));
