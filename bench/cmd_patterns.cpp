@@ -64,11 +64,8 @@ void show(const PatternsOptions& options) {
   std::optional<sparse_formats::IntervalPattern> full_rows;
   const sparse_formats::IntervalPattern* rows = mask.row_intervals();
   if (mask.is_full()) {
-    const int64_t q = mask.seqlen_q(), k = mask.seqlen_k();
-    std::vector<int64_t> row_ptr(static_cast<size_t>(q) + 1);
-    for (int64_t row = 0; row <= q; ++row) row_ptr[static_cast<size_t>(row)] = k > 0 ? row : 0;
-    const size_t intervals = k > 0 ? static_cast<size_t>(q) : 0;
-    full_rows.emplace(q, k, std::move(row_ptr), std::vector<int64_t>(intervals, 0), std::vector<int64_t>(intervals, k));
+    full_rows = sparse_formats::make_interval_pattern(sparse_formats::parse_pattern_spec("full"), mask.seqlen_q(),
+                                                      mask.seqlen_k());
     rows = &*full_rows;
   }
   const auto stats = rows != nullptr ? sparse_formats::mask_stats(*rows, options.block, options.block)

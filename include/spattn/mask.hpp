@@ -86,6 +86,8 @@ class Mask {
  private:
   struct State;
   explicit Mask(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  // The state of an interval or block mask of this shape; refuses a pair count int64 cannot hold.
+  static std::shared_ptr<State> structured_state(int64_t seqlen_q, int64_t seqlen_k, const std::string& what);
   std::shared_ptr<State> state_;
 };
 

@@ -76,17 +76,21 @@ Mask Mask::from_csr(sparse_formats::CsrPattern<int64_t>&& pattern, const std::st
   return Mask(std::move(state));
 }
 
-Mask Mask::from_intervals(sparse_formats::IntervalPattern&& pattern, const std::string& what) {
-  sparse_formats::validate(pattern, what);
-  const int64_t q = pattern.num_rows, k = pattern.num_cols;
-  if (k > 0 && q > std::numeric_limits<int64_t>::max() / k) {
-    fail(what, ": seqlen_q x seqlen_k = ", q, " x ", k, " pairs overflows int64");
+std::shared_ptr<Mask::State> Mask::structured_state(int64_t seqlen_q, int64_t seqlen_k, const std::string& what) {
+  if (seqlen_k > 0 && seqlen_q > std::numeric_limits<int64_t>::max() / seqlen_k) {
+    fail(what, ": seqlen_q x seqlen_k = ", seqlen_q, " x ", seqlen_k, " pairs overflows int64");
   }
   auto state = std::make_shared<State>();
-  state->seqlen_q = q;
-  state->seqlen_k = k;
+  state->seqlen_q = seqlen_q;
+  state->seqlen_k = seqlen_k;
+  return state;
+}
+
+Mask Mask::from_intervals(sparse_formats::IntervalPattern&& pattern, const std::string& what) {
+  sparse_formats::validate(pattern, what);
+  auto state = structured_state(pattern.num_rows, pattern.num_cols, what);
   state->nnz = pattern.nnz();
-  state->full = state->nnz == q * k;
+  state->full = state->nnz == state->seqlen_q * state->seqlen_k;
   state->intervals = std::move(pattern);
   return Mask(std::move(state));
 }
@@ -109,19 +113,20 @@ int64_t block_pairs(const sparse_formats::BsrMask<int32_t>& mask) {
   return pairs;
 }
 
+// The bytes of a block mask's arrays: row pointers, block columns, kinds, partial slots and bits.
+int64_t block_bytes(const sparse_formats::BsrMask<int32_t>& mask) {
+  return static_cast<int64_t>(sizeof(int32_t) * (mask.blocks.block_row_ptr.size() + mask.blocks.block_col_idx.size()) +
+                              sizeof(sparse_formats::BlockKind) * mask.kind.size() +
+                              sizeof(int64_t) * mask.partial_slot.size() + sizeof(uint64_t) * mask.partial_bits.size());
+}
+
 }  // namespace
 
 Mask Mask::from_blocks(sparse_formats::BsrMask<int32_t>&& pattern, const std::string& what) {
   sparse_formats::validate(pattern, what);
-  const int64_t q = pattern.blocks.num_rows, k = pattern.blocks.num_cols;
-  if (k > 0 && q > std::numeric_limits<int64_t>::max() / k) {
-    fail(what, ": seqlen_q x seqlen_k = ", q, " x ", k, " pairs overflows int64");
-  }
-  auto state = std::make_shared<State>();
-  state->seqlen_q = q;
-  state->seqlen_k = k;
+  auto state = structured_state(pattern.blocks.num_rows, pattern.blocks.num_cols, what);
   state->nnz = block_pairs(pattern);
-  state->full = state->nnz == q * k;
+  state->full = state->nnz == state->seqlen_q * state->seqlen_k;
   state->blocks = std::move(pattern);
   return Mask(std::move(state));
 }
@@ -194,17 +199,6 @@ const sparse_formats::IntervalPattern* Mask::row_intervals() const {
   if (!state_->block_rows) state_->block_rows = sparse_formats::bsr_mask_to_intervals(*state_->blocks);
   return &*state_->block_rows;
 }
-
-namespace {
-
-// The bytes of a block mask's arrays: row pointers, block columns, kinds, partial slots and bits.
-int64_t block_bytes(const sparse_formats::BsrMask<int32_t>& mask) {
-  return static_cast<int64_t>(sizeof(int32_t) * (mask.blocks.block_row_ptr.size() + mask.blocks.block_col_idx.size()) +
-                              sizeof(sparse_formats::BlockKind) * mask.kind.size() +
-                              sizeof(int64_t) * mask.partial_slot.size() + sizeof(uint64_t) * mask.partial_bits.size());
-}
-
-}  // namespace
 
 int64_t Mask::memory_bytes() const {
   int64_t bytes = state_->intervals ? state_->intervals->memory_bytes() : 0;
