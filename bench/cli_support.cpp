@@ -1,5 +1,7 @@
 #include "cli_support.hpp"
 
+#include <spattn/io.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -109,6 +111,24 @@ CLI::Validator at_least(int64_t minimum) {
         }
       },
       ">=" + std::to_string(minimum));
+}
+
+CLI::Option* add_line_words_flag(CLI::App* cmd, int64_t& line_words) {
+  const CLI::Validator power_of_two(
+      [](std::string& text) -> std::string {
+        try {
+          size_t used = 0;
+          const long long value = std::stoll(text, &used);
+          if (used == text.size() && value >= 1 && value <= io::kMaxLineWords && (value & (value - 1)) == 0) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be a power of two from 1 to " + std::to_string(io::kMaxLineWords) + ", got '" + text + "'";
+      },
+      "POWER OF TWO");
+  return cmd->add_option("--line-words,-L", line_words,
+                         "Line size L of the I/O model in words: 1 is the paper's word model, 16 a 64-byte line of fp32")
+      ->check(power_of_two)
+      ->capture_default_str();
 }
 
 std::string format_count(int64_t value) {

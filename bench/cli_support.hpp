@@ -65,6 +65,11 @@ class StagedDirectory {
   bool committed_ = false;
 };
 
+// --line-words (-L): the line size L of the I/O model, in words, for every plan and count the
+// command makes (AttentionOptions::line_words): a power of two from 1 (the paper's word model) to
+// io::kMaxLineWords. Default 16, a 64-byte line of fp32.
+CLI::Option* add_line_words_flag(CLI::App* cmd, int64_t& line_words);
+
 // A table printed with aligned columns; numbers right-aligned, text left-aligned.
 class Table {
  public:

@@ -12,6 +12,7 @@
 
 #include <spattn/bounds.hpp>
 #include <spattn/cuda.hpp>
+#include <spattn/io.hpp>
 #include <spattn/plan.hpp>
 #include <spattn/sparse_inputs.hpp>
 
@@ -32,6 +33,7 @@ struct ShapeFlags {
   int64_t head_dim = 64;
   int64_t head_dim_v = 0;  // 0: same as head_dim
   int64_t cache_words = 4096;
+  int64_t line_words = io::kDefaultLineWords;
   int64_t heads = 1;
   std::string pass = "both";
   std::string algorithm = "auto";
@@ -64,6 +66,19 @@ void add_shape_flags(CLI::App* cmd, ShapeFlags& flags) {
       ->check(at_least(0))->capture_default_str();
   cmd->add_option("--cache-words,-M", flags.cache_words, "Fast-memory size M in words")
       ->check(at_least(1))->capture_default_str();
+  add_line_words_flag(cmd, flags.line_words);
+}
+
+// The bounds in lines of L words: a line carries at most L words, so any schedule moving W words
+// moves at least W / L lines. The line model's domain is the tall cache, M >= 2 L^2 (the
+// external-memory model's assumption; docs/io_model.md).
+void print_line_bounds(const ShapeFlags& flags, double bound, double compulsory) {
+  const auto per_line = static_cast<double>(flags.line_words);
+  const int64_t tall = 2 * flags.line_words * flags.line_words;
+  std::printf("  in lines of L = %lld words: bound %.6g lines", static_cast<long long>(flags.line_words), bound / per_line);
+  if (compulsory > 0.0) std::printf(", compulsory %.6g lines", compulsory / per_line);
+  std::printf("; tall cache M >= 2 L^2 = %lld: %s\n", static_cast<long long>(tall),
+              flags.cache_words >= tall ? "yes" : "no, M is below the line model's domain");
 }
 
 void add_input_flags(CLI::App* cmd, ShapeFlags& flags) {
@@ -162,6 +177,7 @@ void print_sparse_bound(const ShapeFlags& flags, const bounds::DenseShape& shape
               static_cast<long long>(shape.head_dim), static_cast<long long>(flags.cache_words), z_qk,
               mask.density(), z_input, b.large_cache, b.small_cache, bounds::branch_name(b.branch), b.value,
               b.crossover_m);
+  print_line_bounds(flags, b.value, 0.0);
 }
 
 void print_bound(const ShapeFlags& flags) {
@@ -183,6 +199,7 @@ void print_bound(const ShapeFlags& flags) {
                 bounds::branch_name(b.branch), b.value,
                 forward ? bounds::compulsory_forward(shape) : bounds::compulsory_backward(shape),
                 b.crossover_m, m >= b.crossover_m ? "large-cache (flash is optimal)" : "small-cache");
+    print_line_bounds(flags, b.value, forward ? bounds::compulsory_forward(shape) : bounds::compulsory_backward(shape));
   }
 }
 
@@ -192,6 +209,7 @@ void print_cuda_plan(const ShapeFlags& flags, const CLI::App& cmd, const bounds:
     throw UsageError("--cache-words: with --device cuda, M comes from the shared memory (--shared-memory-bytes)");
   }
   if (flags.search_switch) throw UsageError("--switch: the CPU planner's search; not with --device cuda");
+  if (cmd.count("--line-words") > 0) throw UsageError("--line-words: the CPU planner's line model; not with --device cuda");
   cuda::Options options;
   options.algorithm = flags.algorithm == "small_cache" ? cuda::CudaAlgorithm::small_cache : cuda::CudaAlgorithm::flash;
   options.shared_memory_bytes = flags.shared_memory_bytes;
@@ -255,7 +273,8 @@ void register_plan(CLI::App& app) {
       if (flags->heads != 1) throw UsageError("--heads: sparse inputs (--q/--k/--v) are one head");
       if (flags->search_switch) std::cout << "note: --switch is not searched with sparse inputs\n";
       for (Pass pass : passes(flags->pass)) {
-        std::cout << plan_attention(files.inputs(), mask, flags->cache_words, pass, parse_algorithm(flags->algorithm))
+        std::cout << plan_attention(files.inputs(), mask, flags->cache_words, pass, parse_algorithm(flags->algorithm),
+                                    flags->line_words)
                          .to_string();
       }
       return;
@@ -263,7 +282,8 @@ void register_plan(CLI::App& app) {
     if (!mask.is_full()) std::cout << "mask " << flags->mask << ": " << describe_mask_memory(mask) << '\n';
     for (Pass pass : passes(flags->pass)) {
       std::cout << plan_attention(shape, mask, flags->cache_words, pass, parse_algorithm(flags->algorithm),
-                                  flags->heads, flags->search_switch, parse_plan_objective(flags->objective))
+                                  flags->heads, flags->search_switch, parse_plan_objective(flags->objective),
+                                  flags->line_words)
                        .to_string();
     }
   });

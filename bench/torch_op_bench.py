@@ -108,7 +108,7 @@ def main():
     for n in (128, 1024):
         q, k, v = (torch.randn(1, args.heads, n, args.d, generator=generator) for _ in range(3))
         mask = st.Mask.from_spec("sliding_window:w=64", n, n)
-        raw = median_seconds(lambda: ops.forward(q, k, v, [mask._key], None, "auto", 0, "time", 0), 200)
+        raw = median_seconds(lambda: ops.forward(q, k, v, [mask._key], None, "auto", 0, 0, "time", 0), 200)
         wrapped = median_seconds(lambda: st.attention(q, k, v, mask), 200)
         print(f"  n {n:>5}: raw op {1e6 * raw:8.1f} us, st.attention {1e6 * wrapped:8.1f} us, "
               f"overhead {100 * (wrapped - raw) / raw:5.1f} %")

@@ -47,6 +47,12 @@ struct AttentionOptions {
   // speed) or words (the fewest words, the I/O study's choice). The plan returned, and a ledger
   // when counting, follow it exactly either way. CSR (sparse-input) calls always plan for words.
   PlanObjective objective = PlanObjective::time;
+  // The line size L of the I/O model, in words (spattn/io.hpp): the planner's tiles, auto's choice,
+  // the switch search and every prediction are made for lines of L words. 1 is the paper's word
+  // model (one word moves at a time); 16 is a 64-byte line of fp32. A power of two from 1 to
+  // io::kMaxLineWords; 0 = the ledger's line size when `ledger` is set, else io::kDefaultLineWords.
+  // A ledger counting lines of another size is refused (its counts would not be the plan's).
+  int64_t line_words = 0;
 };
 
 // The shapes of one call, for a preview: q is (batch, heads, seqlen_q, head_dim), k

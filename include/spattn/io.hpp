@@ -76,6 +76,16 @@ int64_t chunked_lines(int64_t total, int64_t chunk, int64_t line_words);
 // Throws InvalidArgument naming `where` unless line_words >= 1.
 void check_line_words(const char* where, int64_t line_words);
 
+// The largest line the planner takes: 1024 words (4 KiB of fp32, a page).
+inline constexpr int64_t kMaxLineWords = 1024;
+
+// The line size a plan is made for (AttentionOptions::line_words): `requested` when > 0, else the
+// ledger's when one is given, else kDefaultLineWords. InvalidArgument naming `where` and the value
+// unless it is a power of two from 1 to kMaxLineWords, or when a ledger counts lines of another
+// size.
+class Ledger;
+int64_t plan_line_words(const char* where, int64_t requested, const Ledger* ledger);
+
 // Which way the stored rows of a dense view of `view_cols` columns run, its element (r, c) at word
 // r * row_stride + c * col_stride of its array: along the unit stride; a one-column view with unit
 // row stride is one stored row (a vector); a view with no unit stride has none.

@@ -194,14 +194,17 @@ Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& smal
 // the API runs). The run's heads are 0 .. num_heads - 1 in one group; a whole call's plan, with
 // batch, grouped-query heads and per-head masks, is previewed by spattn/attention.hpp's
 // plan_attention(AttentionShape, ...).
+// `line_words`: the line size L every tile, choice, switch and prediction is made for
+// (AttentionOptions::line_words; 0 = io::kDefaultLineWords, 1 = the paper's word model).
 Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
                     Pass pass, Algorithm requested = Algorithm::automatic, int64_t num_heads = 1,
-                    bool search_switch = false, PlanObjective objective = PlanObjective::time);
+                    bool search_switch = false, PlanObjective objective = PlanObjective::time,
+                    int64_t line_words = 0);
 
 // Plans a dense (full-mask) head problem. Throws InvalidArgument for negative sizes, M < 1, or a
 // requested algorithm whose minimum M is above cache_words (stating the minimum), and when
 // neither algorithm fits.
 Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
-                Algorithm requested = Algorithm::automatic, int64_t num_heads = 1);
+                Algorithm requested = Algorithm::automatic, int64_t num_heads = 1, int64_t line_words = 0);
 
 }  // namespace spattn

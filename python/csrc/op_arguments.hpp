@@ -66,11 +66,13 @@ auto renaming_errors(const char* where, const std::string& library_where, F&& f)
 
 // threads: 0 = torch's intra-op thread count (at::get_num_threads()).
 inline AttentionOptions options_of(const c10::optional<double>& scale, const std::string& algorithm,
-                                   int64_t cache_words, const std::string& objective, int64_t threads) {
+                                   int64_t cache_words, int64_t line_words, const std::string& objective,
+                                   int64_t threads) {
   AttentionOptions options;
   options.algorithm = parse_algorithm(algorithm);
   if (scale.has_value()) options.scale = *scale;
   options.cache_words = cache_words;
+  options.line_words = line_words;
   options.objective = parse_plan_objective(objective);
   if (threads < 0 || threads > 4096) fail("threads = ", threads, " must be in [0, 4096]");
   options.threads = static_cast<int>(threads == 0 ? at::get_num_threads() : threads);

@@ -59,14 +59,15 @@ at::ScalarType cpu_dtype(const char* where, const at::Tensor& q, const std::stri
 std::tuple<at::Tensor, at::Tensor> run_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                at::IntArrayRef mask_keys, const c10::optional<double>& scale,
                                                const std::string& algorithm, int64_t cache_words,
-                                               const std::string& objective, int64_t threads, std::string* report) {
+                                               int64_t line_words, const std::string& objective, int64_t threads,
+                                               std::string* report) {
   const char* where = "spattn.forward";
   const at::ScalarType dtype = cpu_dtype(where, q, algorithm);
   check_tensor(where, "q", q, dtype, kCpu);
   check_tensor(where, "k", k, dtype, kCpu);
   check_tensor(where, "v", v, dtype, kCpu);
   const std::vector<Mask> masks = masks_of(where, mask_keys);
-  const AttentionOptions options = options_of(scale, algorithm, cache_words, objective, threads);
+  const AttentionOptions options = options_of(scale, algorithm, cache_words, line_words, objective, threads);
   const int64_t batch = q.size(0), heads = q.size(1), seqlen_q = q.size(2), head_dim_v = v.size(3);
   if (dtype == at::kDouble) {
     const auto result = reference::forward<int64_t>(view_of<const double>(q), view_of<const double>(k),
@@ -77,7 +78,8 @@ std::tuple<at::Tensor, at::Tensor> run_forward(const at::Tensor& q, const at::Te
   }
   at::Tensor o = at::empty({batch, heads, seqlen_q, head_dim_v}, q.options());
   at::Tensor lse = at::empty({batch, heads, seqlen_q, 1}, q.options());
-  io::Ledger ledger;
+  // Counted in lines of the plan's line size.
+  io::Ledger ledger(io::plan_line_words("spattn.forward", line_words, nullptr));
   AttentionOptions run = options;
   if (report) run.ledger = &ledger;
   const auto qv = view_of<const float>(q), kv = view_of<const float>(k), vv = view_of<const float>(v);
@@ -90,19 +92,21 @@ std::tuple<at::Tensor, at::Tensor> run_forward(const at::Tensor& q, const at::Te
 
 std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            at::IntArrayRef mask_keys, c10::optional<double> scale,
-                                           const std::string& algorithm, int64_t cache_words,
+                                           const std::string& algorithm, int64_t cache_words, int64_t line_words,
                                            const std::string& objective, int64_t threads) {
-  return run_forward(q, k, v, mask_keys, scale, algorithm, cache_words, objective, threads, nullptr);
+  return run_forward(q, k, v, mask_keys, scale, algorithm, cache_words, line_words, objective, threads, nullptr);
 }
 
 std::tuple<at::Tensor, at::Tensor, std::string> forward_counted(const at::Tensor& q, const at::Tensor& k,
                                                                 const at::Tensor& v, at::IntArrayRef mask_keys,
                                                                 c10::optional<double> scale,
                                                                 const std::string& algorithm, int64_t cache_words,
-                                                                const std::string& objective, int64_t threads) {
+                                                                int64_t line_words, const std::string& objective,
+                                                                int64_t threads) {
   if (algorithm == "reference") fail("spattn.forward: io=True counts spattn's schedules; the reference is not one");
   std::string report;
-  auto [o, lse] = run_forward(q, k, v, mask_keys, scale, algorithm, cache_words, objective, threads, &report);
+  auto [o, lse] = run_forward(q, k, v, mask_keys, scale, algorithm, cache_words, line_words, objective, threads,
+                              &report);
   return {o, lse, report};
 }
 
@@ -110,8 +114,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& q, con
                                                         const at::Tensor& o, const at::Tensor& lse,
                                                         const at::Tensor& d_o, at::IntArrayRef mask_keys,
                                                         c10::optional<double> scale, const std::string& algorithm,
-                                                        int64_t cache_words, const std::string& objective,
-                                                        int64_t threads) {
+                                                        int64_t cache_words, int64_t line_words,
+                                                        const std::string& objective, int64_t threads) {
   const char* where = "spattn.backward";
   const at::ScalarType dtype = cpu_dtype(where, q, algorithm);
   for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"q", q}, {"k", k}, {"v", v}, {"o", o},
@@ -120,7 +124,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& q, con
   }
   if (lse.dim() != 3) fail(where, ": lse has ", lse.dim(), " dimensions, expected 3 (batch, heads, seqlen_q)");
   const std::vector<Mask> masks = masks_of(where, mask_keys);
-  const AttentionOptions options = options_of(scale, algorithm, cache_words, objective, threads);
+  const AttentionOptions options = options_of(scale, algorithm, cache_words, line_words, objective, threads);
   if (dtype == at::kDouble) {
     const auto result = reference::backward<int64_t>(view_of<const double>(q), view_of<const double>(k),
                                                      view_of<const double>(v), view_of<const double>(d_o),
@@ -166,13 +170,13 @@ std::tuple<at::Tensor, at::Tensor> merge_partials(const at::Tensor& o, const at:
 
 // shape: (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v).
 std::string plan(at::IntArrayRef shape, at::IntArrayRef mask_keys, const std::string& pass,
-                 const std::string& algorithm, int64_t cache_words, const std::string& objective) {
+                 const std::string& algorithm, int64_t cache_words, int64_t line_words, const std::string& objective) {
   const char* where = "spattn.plan";
   if (shape.size() != 7) fail(where, ": shape has ", shape.size(), " entries, expected 7");
   if (pass != "forward" && pass != "backward") fail(where, ": pass '", pass, "' is not forward or backward");
   const AttentionShape call{shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], shape[6]};
   const std::vector<Mask> masks = masks_of(where, mask_keys);
-  const AttentionOptions options = options_of(c10::nullopt, algorithm, cache_words, objective, 0);
+  const AttentionOptions options = options_of(c10::nullopt, algorithm, cache_words, line_words, objective, 0);
   const Pass p = pass == "forward" ? Pass::forward : Pass::backward;
   const Plan planned = masks.size() == 1 ? plan_attention(call, masks.front(), p, options)
                                          : plan_attention(call, masks, p, options);
@@ -204,14 +208,14 @@ TORCH_LIBRARY(spattn, m) {
       .def("col_indices", &TorchMask::col_indices);
   m.def(
       "forward(Tensor q, Tensor k, Tensor v, int[] masks, float? scale, str algorithm, int cache_words, "
-      "str objective, int threads) -> (Tensor, Tensor)");
+      "int line_words, str objective, int threads) -> (Tensor, Tensor)");
   m.def(
       "forward_counted(Tensor q, Tensor k, Tensor v, int[] masks, float? scale, str algorithm, int cache_words, "
-      "str objective, int threads) -> (Tensor, Tensor, str)");
+      "int line_words, str objective, int threads) -> (Tensor, Tensor, str)");
   m.def(
       "backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor d_o, int[] masks, float? scale, "
-      "str algorithm, int cache_words, str objective, int threads) -> (Tensor, Tensor, Tensor)");
-  m.def("plan(int[] shape, int[] masks, str pass_, str algorithm, int cache_words, str objective) -> str",
+      "str algorithm, int cache_words, int line_words, str objective, int threads) -> (Tensor, Tensor, Tensor)");
+  m.def("plan(int[] shape, int[] masks, str pass_, str algorithm, int cache_words, int line_words, str objective) -> str",
         TORCH_FN(plan));
   m.def("merge_partials(Tensor o, Tensor lse, Tensor o_part, Tensor lse_part) -> (Tensor, Tensor)");
   m.impl("forward", c10::DispatchKey::CPU, TORCH_FN(forward));

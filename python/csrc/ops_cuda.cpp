@@ -26,7 +26,7 @@ namespace {
 constexpr c10::DeviceType kCuda = c10::DeviceType::CUDA;
 
 cuda::Options cuda_options(const char* where, const at::Tensor& q, const c10::optional<double>& scale,
-                           const std::string& algorithm, int64_t cache_words) {
+                           const std::string& algorithm, int64_t cache_words, int64_t line_words) {
   cuda::Options options;
   if (algorithm == "auto" || algorithm == "flash") {
     options.algorithm = cuda::CudaAlgorithm::flash;
@@ -39,6 +39,9 @@ cuda::Options cuda_options(const char* where, const at::Tensor& q, const c10::op
   if (cache_words != 0) {
     fail(where, ": cache_words = ", cache_words, " sizes the CPU schedules' fast memory; on CUDA it must be 0 (the "
          "kernels plan for the device's shared memory)");
+  }
+  if (line_words != 0) {
+    fail(where, ": line_words = ", line_words, " is the CPU planner's line model; on CUDA it must be 0");
   }
   if (scale.has_value()) options.scale = *scale;
   options.synchronize = false;
@@ -69,7 +72,8 @@ void check_same_device(const char* where, const at::Tensor& q, const char* name,
 std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            at::IntArrayRef mask_keys, c10::optional<double> scale,
                                            const std::string& algorithm, int64_t cache_words,
-                                           const std::string& /*objective*/, int64_t /*threads*/) {
+                                           int64_t line_words, const std::string& /*objective*/,
+                                           int64_t /*threads*/) {
   const char* where = "spattn.forward";
   const at::ScalarType dtype = q.scalar_type();
   check_tensor(where, "q", q, dtype, kCuda);
@@ -79,7 +83,7 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   check_same_device(where, q, "v", v);
   const std::vector<Mask> masks = masks_of(where, mask_keys);
   const c10::DeviceGuard guard(q.device());
-  const cuda::Options options = cuda_options(where, q, scale, algorithm, cache_words);
+  const cuda::Options options = cuda_options(where, q, scale, algorithm, cache_words, line_words);
   at::Tensor o = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
   at::Tensor lse = at::empty({q.size(0), q.size(1), q.size(2), 1}, q.options().dtype(at::kFloat));
   with_element_type(where, dtype, [&](auto element) {
@@ -95,8 +99,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& q, con
                                                         const at::Tensor& o, const at::Tensor& lse,
                                                         const at::Tensor& d_o, at::IntArrayRef mask_keys,
                                                         c10::optional<double> scale, const std::string& algorithm,
-                                                        int64_t cache_words, const std::string& /*objective*/,
-                                                        int64_t /*threads*/) {
+                                                        int64_t cache_words, int64_t line_words,
+                                                        const std::string& /*objective*/, int64_t /*threads*/) {
   const char* where = "spattn.backward";
   const at::ScalarType dtype = q.scalar_type();
   for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"q", q}, {"k", k}, {"v", v}, {"o", o},
@@ -109,7 +113,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& q, con
   check_same_device(where, q, "lse", lse);
   const std::vector<Mask> masks = masks_of(where, mask_keys);
   const c10::DeviceGuard guard(q.device());
-  const cuda::Options options = cuda_options(where, q, scale, algorithm, cache_words);
+  const cuda::Options options = cuda_options(where, q, scale, algorithm, cache_words, line_words);
   at::Tensor dq = at::empty(q.sizes(), q.options());
   at::Tensor dk = at::empty(k.sizes(), k.options());
   at::Tensor dv = at::empty(v.sizes(), v.options());

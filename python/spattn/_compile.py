@@ -24,20 +24,20 @@ def is_compiling() -> bool:
 
 def _register():
     @torch.library.register_fake("spattn::forward")
-    def _forward_fake(q, k, v, masks, scale, algorithm, cache_words, objective, threads):
+    def _forward_fake(q, k, v, masks, scale, algorithm, cache_words, line_words, objective, threads):
         batch, heads, seqlen_q = q.shape[:3]
         lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
         return q.new_empty((batch, heads, seqlen_q, v.shape[3])), q.new_empty((batch, heads, seqlen_q), dtype=lse_dtype)
 
     @torch.library.register_fake("spattn::backward")
-    def _backward_fake(q, k, v, o, lse, d_o, masks, scale, algorithm, cache_words, objective, threads):
+    def _backward_fake(q, k, v, o, lse, d_o, masks, scale, algorithm, cache_words, line_words, objective, threads):
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
     def setup_context(ctx, inputs, output):
         q, k, v, *settings = inputs
         out, lse = output
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.settings = settings  # masks (keys), scale, algorithm, cache_words, objective, threads
+        ctx.settings = settings  # masks (keys), scale, algorithm, cache_words, line_words, objective, threads
         ctx.mark_non_differentiable(lse)
 
     def backward(ctx, d_out, _d_lse):

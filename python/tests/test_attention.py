@@ -127,6 +127,33 @@ def test_io_counts_equal_the_preview_and_the_prediction(generator):
         assert report["predicted_write_lines"] == report["counted_write_lines"]
 
 
+def test_the_line_size_is_a_parameter_of_the_plan_and_the_counts(generator):
+    q, k, v = make_inputs(1, 1, 1, 97, 97, 8, generator)
+    mask = st.Mask.from_spec("random:p=0.2,seed=3", 97, 97)
+    for line_words in (1, 2, 8, 16, 32):
+        for algorithm in ("flash", "small_cache"):
+            out, report = st.attention(q, k, v, mask, algorithm=algorithm, cache_words=2048, io=True,
+                                       line_words=line_words)
+            assert report["line_words"] == line_words
+            assert report["counted_read_lines"] == report["predicted_read_lines"] > 0
+            assert report["counted_write_lines"] == report["predicted_write_lines"] > 0
+            assert report["counted_reads"] == report["predicted_reads"]
+            if line_words == 1:  # the word model: a line is a word
+                assert report["counted_read_lines"] == report["counted_reads"]
+            preview = st.plan(q, k, v, mask, algorithm=algorithm, cache_words=2048, line_words=line_words)
+            for key in ("algorithm", "predicted_reads", "predicted_read_lines", "flash", "small_cache", "line_words"):
+                assert preview[key] == report[key], key
+    # The tiles follow it: the density-adaptive small_cache moves line-sized runs only with lines.
+    words = st.plan(q, k, v, mask, algorithm="small_cache", cache_words=4096, objective="words", line_words=1)
+    lines = st.plan(q, k, v, mask, algorithm="small_cache", cache_words=4096, objective="words", line_words=16)
+    assert " run " not in words["small_cache"]["tiles"] and " run 16" in lines["small_cache"]["tiles"]
+    for bad in (3, -1, 2048, 2.0, True):
+        with pytest.raises(ValueError, match="line_words must be 0"):
+            st.attention(q, k, v, mask, line_words=bad)
+        with pytest.raises(ValueError, match="line_words must be 0"):
+            st.plan(q, k, v, mask, line_words=bad)
+
+
 def test_dense_lines_counted_equal_the_prediction(generator):
     q, k, v = make_inputs(1, 2, 2, 64, 64, 16, generator)
     mask = st.Mask.full(64, 64)

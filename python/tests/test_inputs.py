@@ -110,9 +110,9 @@ def test_the_ops_take_masks_by_key_and_refuse_a_key_of_no_live_mask():
 
     q = torch.randn(1, 1, 4, 4)
     mask = st.Mask.from_spec("causal", 4, 4)
-    out, lse = ops.forward(q, q, q, [mask._key], None, "auto", 0, "time", 1)
+    out, lse = ops.forward(q, q, q, [mask._key], None, "auto", 0, 0, "time", 1)
     assert torch.equal(out, st.attention(q, q, q, mask, threads=1))
     stale = st.Mask.from_spec("causal", 4, 4)._key  # the Mask is dropped at once
     with pytest.raises(ValueError, match=f"mask key {stale} names no live spattn Mask"):
-        ops.forward(q, q, q, [stale], None, "auto", 0, "time", 1)
+        ops.forward(q, q, q, [stale], None, "auto", 0, 0, "time", 1)
     assert st.Mask.from_spec("causal", 4, 4)._key != stale  # keys are never reused

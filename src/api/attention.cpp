@@ -35,8 +35,9 @@ Mask full_mask(const TensorView<const float>& q, const TensorView<const float>& 
 
 // The one place a call is planned: attention_forward / attention_backward and plan_attention.
 Plan plan_call(const bounds::DenseShape& shape, const plan_detail::CallHeads& heads, const std::vector<Mask>& masks,
-               Pass pass, int64_t cache_words, const AttentionOptions& options) {
-  return plan_detail::plan_dense_inputs(shape, masks, heads, cache_words, pass, options.algorithm, options.objective);
+               Pass pass, const char* where, const AttentionOptions& options) {
+  return plan_detail::plan_dense_inputs(shape, masks, heads, resolve_cache(where, options),
+                                        resolve_line_words(where, options), pass, options.algorithm, options.objective);
 }
 
 plan_detail::CallHeads call_heads(const TensorView<const float>& q, const TensorView<const float>& k) {
@@ -67,9 +68,8 @@ Plan forward(TensorView<const float> q, TensorView<const float> k, TensorView<co
   check_outputs_apart(where, {named("o", o), named("lse", lse)}, {named("q", q), named("k", k), named("v", v)});
   check_finite_inputs(where, q, k, v);
   const double scale = resolve_scale(where, options, q.head_dim());
-  const int64_t cache_words = resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
-  const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::forward, cache_words, options);
+  const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::forward, where, options);
 
   if (options.algorithm == Algorithm::reference) {
     reference_forward(q, k, v, o, lse, masks, scale);
@@ -103,9 +103,8 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
   check_finite_inputs(where, q, k, v);
   check_finite_backward(where, o, lse, d_o);
   const double scale = resolve_scale(where, options, q.head_dim());
-  const int64_t cache_words = resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
-  const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::backward, cache_words, options);
+  const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::backward, where, options);
 
   if (options.algorithm == Algorithm::reference) {
     reference_backward(q, k, v, d_o, dq, dk, dv, masks, scale);
@@ -123,7 +122,7 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
                                    SlowMatrix<float>::dense(head_delta, q.seqlen(), 1), head_matrix(dq, b, h),
                                    gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)};
   });
-  sum_kv_gradients(sums, cache_words, threads, options.ledger);
+  sum_kv_gradients(sums, plan.cache_words, threads, options.ledger);
   return plan;
 }
 
@@ -132,8 +131,7 @@ Plan preview(const AttentionShape& call, const std::vector<Mask>& masks, bool pe
   const char* where = "plan_attention";
   const bounds::DenseShape shape = check_shape(where, call);
   check_masks(where, masks, per_head, call.heads, call.seqlen_q, call.seqlen_k);
-  const int64_t cache_words = resolve_cache(where, options);
-  return plan_call(shape, {call.batch, call.heads, call.kv_heads}, masks, pass, cache_words, options);
+  return plan_call(shape, {call.batch, call.heads, call.kv_heads}, masks, pass, where, options);
 }
 
 }  // namespace

@@ -213,4 +213,8 @@ int64_t resolve_cache(const char* where, const AttentionOptions& options) {
   return options.cache_words == 0 ? default_cache_words() : options.cache_words;
 }
 
+int64_t resolve_line_words(const char* where, const AttentionOptions& options) {
+  return io::plan_line_words(where, options.line_words, options.ledger);
+}
+
 }  // namespace spattn::api_detail

@@ -68,5 +68,7 @@ void check_outputs_apart(const char* where, const std::vector<NamedView>& output
 
 double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim);
 int64_t resolve_cache(const char* where, const AttentionOptions& options);
+// options.line_words resolved (io::plan_line_words: 0 takes the ledger's, else 16).
+int64_t resolve_line_words(const char* where, const AttentionOptions& options);
 
 }  // namespace spattn::api_detail

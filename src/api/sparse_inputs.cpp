@@ -248,7 +248,9 @@ Plan forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<floa
   const double scale = api_detail::resolve_scale(where, options, shape.head_dim);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
-  const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words, Pass::forward, options.algorithm);
+  const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words,
+                                                 api_detail::resolve_line_words(where, options), Pass::forward,
+                                                 options.algorithm);
 
   if (options.algorithm == Algorithm::reference) {
     reference_forward(inputs, o, lse, masks, scale);
@@ -283,7 +285,9 @@ Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorVi
   const double scale = api_detail::resolve_scale(where, options, d);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = cpu::resolve_threads(where, options.threads);
-  const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words, Pass::backward, options.algorithm);
+  const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words,
+                                                 api_detail::resolve_line_words(where, options), Pass::backward,
+                                                 options.algorithm);
 
   if (options.algorithm == Algorithm::reference) {
     reference_backward(inputs, d_o, dq, dk, dv, masks, scale);
@@ -352,28 +356,29 @@ AttentionInputs MultiHeadInputs::head(int64_t b, int64_t h) const {
 namespace {
 
 Plan checked_plan(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, bool per_head, int64_t cache_words,
-                  Pass pass, Algorithm requested) {
+                  Pass pass, Algorithm requested, int64_t line_words) {
   const char* where = "plan (sparse inputs)";
   const bounds::DenseShape shape = sparse_inputs_detail::check_inputs(where, inputs);
   sparse_inputs_detail::check_masks(where, masks, per_head, inputs, shape);
-  return plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words, pass, requested);
+  return plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words, io::plan_line_words(where, line_words, nullptr),
+                                      pass, requested);
 }
 
 }  // namespace
 
 Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested) {
-  return checked_plan(inputs, {mask}, false, cache_words, pass, requested);
+                    Algorithm requested, int64_t line_words) {
+  return checked_plan(inputs, {mask}, false, cache_words, pass, requested, line_words);
 }
 
 Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, int64_t cache_words, Pass pass,
-                    Algorithm requested) {
-  return checked_plan(inputs, masks, true, cache_words, pass, requested);
+                    Algorithm requested, int64_t line_words) {
+  return checked_plan(inputs, masks, true, cache_words, pass, requested, line_words);
 }
 
 Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested) {
-  return plan_attention(MultiHeadInputs::one(inputs), mask, cache_words, pass, requested);
+                    Algorithm requested, int64_t line_words) {
+  return plan_attention(MultiHeadInputs::one(inputs), mask, cache_words, pass, requested, line_words);
 }
 
 }  // namespace spattn

@@ -44,6 +44,20 @@ void check_line_words(const char* where, int64_t line_words) {
   if (line_words < 1) fail(where, ": line_words = ", line_words, " must be at least 1");
 }
 
+int64_t plan_line_words(const char* where, int64_t requested, const Ledger* ledger) {
+  if (requested < 0) fail(where, ": line_words = ", requested, " must be >= 0 (0: the ledger's, else ", kDefaultLineWords, ")");
+  const int64_t line_words = requested > 0 ? requested : (ledger != nullptr ? ledger->line_words() : kDefaultLineWords);
+  const char* which = requested > 0 ? "line_words" : "the ledger's line_words";
+  if (line_words > kMaxLineWords || (line_words & (line_words - 1)) != 0) {
+    fail(where, ": ", which, " = ", line_words, " must be a power of two from 1 to ", kMaxLineWords);
+  }
+  if (ledger != nullptr && ledger->line_words() != line_words) {
+    fail(where, ": line_words = ", line_words, " but the ledger counts lines of ", ledger->line_words(),
+         " words; give both the same size (or line_words = 0 to take the ledger's)");
+  }
+  return line_words;
+}
+
 int64_t chunked_lines(int64_t total, int64_t chunk, int64_t line_words) {
   if (total <= 0) return 0;
   const int64_t chunks = (total + chunk - 1) / chunk;

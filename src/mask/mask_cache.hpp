@@ -38,7 +38,7 @@ struct MaskCache {
   std::shared_ptr<const sparse_formats::IntervalPattern> transposed_intervals(const Mask& mask);
 
   // The numbers a memo entry was computed for (the planner's: head_dim, head_dim_v, M, pass,
-  // objective, ...).
+  // objective, line size).
   using MemoNumbers = std::array<int64_t, 6>;
 
   // The Value remembered for `numbers`, or compute()'s, remembered. compute() runs outside the

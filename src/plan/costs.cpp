@@ -47,29 +47,29 @@ std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& ti
 // A feasible prediction's flops and its time price (plan.hpp, time_rates()): a rate per word +
 // flops + a rate per pair of a partial tile (flash, dense small_cache; the density-adaptive
 // small_cache prices its work instead). For a full mask the words priced are the words the
-// predicted lines carry (lines x L): memory moves whole lines. Over a mask the words themselves,
+// predicted lines carry (lines x L, L the plan's line size): memory moves whole lines. Over a mask the words themselves,
 // as the density-adaptive small_cache's price has them: its one-word moves touch a line each,
 // lines the L1 and L2 serve, and priced in lines auto ran the slower algorithm more often
 // (docs/results.md 2.4, "Words or lines over a mask"). Set the lines first.
 enum class Priced : uint8_t { words, lines };
-void set_flops(AlgorithmCost& cost, Priced priced, int64_t flops, int64_t partial_pairs = 0) {
+void set_flops(AlgorithmCost& cost, Priced priced, int64_t line_words, int64_t flops, int64_t partial_pairs = 0) {
   cost.flops = flops;
   cost.partial_pairs = partial_pairs;
   const TimeRates& rates = time_rates();
   const double words = priced == Priced::lines
-                           ? static_cast<double>(cost.total_lines()) * static_cast<double>(io::kDefaultLineWords)
+                           ? static_cast<double>(cost.total_lines()) * static_cast<double>(line_words)
                            : static_cast<double>(cost.total());
   cost.time_price = saturated_price(rates.word * words + static_cast<double>(flops) +
                                                rates.flash_partial_pair * static_cast<double>(partial_pairs));
 }
 
-AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_words, Pass pass,
+AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_words, int64_t line_words, Pass pass,
                               schedules::SmallCacheTiles& tiles) {
   AlgorithmCost cost;
   cost.min_cache_words = schedules::small_cache_min_cache_words(shape, pass);
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
-  tiles = schedules::small_cache_tiles(shape, cache_words, pass);
+  tiles = schedules::small_cache_tiles(shape, cache_words, pass, line_words);
   const auto io = pass == Pass::forward ? schedules::predict_small_cache_forward(shape, tiles)
                                         : schedules::predict_small_cache_backward(shape, tiles);
   cost.reads = io.reads;
@@ -80,7 +80,7 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
   cost.lines_predicted = true;
   cost.read_lines = lines.reads;
   cost.write_lines = lines.writes;
-  set_flops(cost, Priced::lines, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass));
+  set_flops(cost, Priced::lines, line_words, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass));
   if (pass == Pass::forward) {
     cost.tiles = matmul_tiles_text("S", tiles.scores) + ", " + matmul_tiles_text("O", tiles.output);
   } else {
@@ -94,7 +94,7 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
 // Dense (mask == nullptr) or block-sparse flash: the same schedule, the mask re-blocked at its
 // tiles (cached in the Mask). A mask's tiles follow the objective (flash_tile_choice.hpp).
 AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                         Pass pass, PlanObjective objective, schedules::FlashTiles& tiles) {
+                         int64_t line_words, Pass pass, PlanObjective objective, schedules::FlashTiles& tiles) {
   AlgorithmCost cost;
   const auto masking = mask != nullptr ? schedules::FlashMasking::block_sparse : schedules::FlashMasking::dense;
   cost.min_cache_words = schedules::flash_min_cache_words(shape, pass, masking);
@@ -116,13 +116,13 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   cost.writes = words.total().writes;
   cost.index_words = words.indices.total();
   const auto lines = pass == Pass::forward
-                         ? schedules::predict_flash_forward_lines(shape, tiles, flash_mask.get(), io::kDefaultLineWords)
-                         : schedules::predict_flash_backward_lines(shape, tiles, flash_mask.get(), io::kDefaultLineWords);
+                         ? schedules::predict_flash_forward_lines(shape, tiles, flash_mask.get(), line_words)
+                         : schedules::predict_flash_backward_lines(shape, tiles, flash_mask.get(), line_words);
   cost.lines_predicted = true;
   cost.read_lines = lines.total().reads;
   cost.write_lines = lines.total().writes;
   // Partial tiles also apply their mask bits, pair by pair (plan.hpp).
-  set_flops(cost, mask == nullptr ? Priced::lines : Priced::words, schedules::flash_flops(shape, flash_mask.get(), pass),
+  set_flops(cost, mask == nullptr ? Priced::lines : Priced::words, line_words, schedules::flash_flops(shape, flash_mask.get(), pass),
             schedules::flash_partial_pairs(flash_mask.get(), pass));
   std::ostringstream text;
   text << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;
@@ -142,7 +142,7 @@ std::string sweep_text(const char* name, const schedules::SparseSweepTiles& tile
 }
 
 AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const Mask& mask,
-                                      int64_t cache_words, Pass pass, PlanObjective objective,
+                                      int64_t cache_words, int64_t line_words, Pass pass, PlanObjective objective,
                                       schedules::SparseSmallCacheTiles& tiles) {
   AlgorithmCost cost;
   cost.min_cache_words = schedules::sparse_small_cache_min_cache_words(pass);
@@ -152,7 +152,7 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
   if (!cost.feasible) return cost;
   // From the mask's counts alone: the schedule's structure is built only if small_cache runs.
   const auto counts = mask.cache().small_cache_counts(mask);
-  tiles = schedules::sparse_small_cache_tiles(shape, *counts, cache_words, pass, objective);
+  tiles = schedules::sparse_small_cache_tiles(shape, *counts, cache_words, pass, objective, line_words);
   const auto io = pass == Pass::forward
                       ? schedules::predict_sparse_small_cache_forward(shape, *counts, tiles)
                       : schedules::predict_sparse_small_cache_backward(shape, *counts, tiles);
@@ -180,22 +180,23 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
 
 }  // namespace
 
-HeadCosts head_costs(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, Pass pass,
-                     PlanObjective objective) {
+HeadCosts head_costs(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, int64_t line_words,
+                     Pass pass, PlanObjective objective) {
   check_countable(shape);
+  io::check_line_words("plan", line_words);
   HeadCosts costs;
   if (mask == nullptr || mask->is_full()) {
-    costs.flash = flash_cost(shape, nullptr, cache_words, pass, objective, costs.flash_tiles);
-    costs.small_cache = small_cache_cost(shape, cache_words, pass, costs.small_cache_tiles);
+    costs.flash = flash_cost(shape, nullptr, cache_words, line_words, pass, objective, costs.flash_tiles);
+    costs.small_cache = small_cache_cost(shape, cache_words, line_words, pass, costs.small_cache_tiles);
     return costs;
   }
   const detail::MaskCache::MemoNumbers numbers{shape.head_dim, shape.head_dim_v, cache_words,
-                                               static_cast<int64_t>(pass), static_cast<int64_t>(objective), 0};
+                                               static_cast<int64_t>(pass), static_cast<int64_t>(objective), line_words};
   return mask->cache().remember<HeadCosts>(numbers, [&] {
     HeadCosts computed;
-    computed.small_cache = masked_small_cache_cost(shape, *mask, cache_words, pass, objective,
+    computed.small_cache = masked_small_cache_cost(shape, *mask, cache_words, line_words, pass, objective,
                                                    computed.sparse_small_cache_tiles);
-    computed.flash = flash_cost(shape, mask, cache_words, pass, objective, computed.flash_tiles);
+    computed.flash = flash_cost(shape, mask, cache_words, line_words, pass, objective, computed.flash_tiles);
     return computed;
   });
 }
@@ -214,8 +215,8 @@ namespace {
 
 // choice_margin at M (both must be feasible there).
 int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                        Pass pass, PlanObjective objective) {
-  const HeadCosts costs = head_costs(shape, mask, cache_words, pass, objective);
+                        int64_t line_words, Pass pass, PlanObjective objective) {
+  const HeadCosts costs = head_costs(shape, mask, cache_words, line_words, pass, objective);
   return choice_margin(costs.flash, costs.small_cache, mask != nullptr, objective);
 }
 
@@ -223,15 +224,15 @@ int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int
 
 // Every M at which auto's choice (the sign of choice_margin) changes, searching powers of two from the
 // smallest M both run with up to 16 (seqlen x head_dim) for a bracket and then bisecting.
-std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask* mask, Pass pass,
+std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask* mask, int64_t line_words, Pass pass,
                                    PlanObjective objective) {
-  const HeadCosts minimum = head_costs(shape, mask, 1, pass, objective);
+  const HeadCosts minimum = head_costs(shape, mask, 1, line_words, pass, objective);
   if (minimum.small_cache.too_large || minimum.flash.too_large) return {};  // one algorithm at every M
   const int64_t low = std::max(minimum.flash.min_cache_words, minimum.small_cache.min_cache_words);
   const int64_t high = 16 * std::max<int64_t>(1, std::max(shape.seqlen_q, shape.seqlen_k) *
                                                      std::max(shape.head_dim, shape.head_dim_v));
   auto sign = [&](int64_t m) {
-    const int64_t diff = cost_difference(shape, mask, m, pass, objective);
+    const int64_t diff = cost_difference(shape, mask, m, line_words, pass, objective);
     return diff > 0 ? 1 : (diff < 0 ? -1 : 0);
   };
   std::vector<int64_t> switches;
@@ -258,18 +259,18 @@ std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask
 }
 
 // The dense problem's switches depend on the shape and pass only, and every dense plan reports
-// them: found once per (seqlen_q, seqlen_k, d, d_v, pass) and kept (a bounded, locked table).
-std::vector<int64_t> dense_switches(const schedules::HeadShape& shape, Pass pass) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
+// them: found once per (seqlen_q, seqlen_k, d, d_v, L, pass) and kept (a bounded, locked table).
+std::vector<int64_t> dense_switches(const schedules::HeadShape& shape, int64_t line_words, Pass pass) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>;
   static std::mutex mutex;
   static std::map<Key, std::vector<int64_t>> table;
-  const Key key{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v, static_cast<int>(pass)};
+  const Key key{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v, line_words, static_cast<int>(pass)};
   {
     std::lock_guard<std::mutex> lock(mutex);
     const auto found = table.find(key);
     if (found != table.end()) return found->second;
   }
-  std::vector<int64_t> switches = find_switches(shape, nullptr, pass, PlanObjective::words);  // outside the lock
+  std::vector<int64_t> switches = find_switches(shape, nullptr, line_words, pass, PlanObjective::words);  // outside the lock
   std::lock_guard<std::mutex> lock(mutex);
   if (table.size() >= 4096) table.clear();  // many distinct shapes: start over rather than grow
   table.emplace(key, switches);

@@ -70,14 +70,14 @@ double compulsory(const bounds::DenseShape& shape, Pass pass, const HeadInputs& 
 
 // One head's plan (its inputs already checked).
 Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, const Mask& mask,
-               int64_t cache_words, Pass pass, Algorithm requested) {
+               int64_t cache_words, int64_t line_words, Pass pass, Algorithm requested) {
   // Checks M, the mask and feasibility.
-  Plan plan = plan_one_mask(shape, mask, cache_words, pass, requested, 1, false, kObjective, {0});
+  Plan plan = plan_one_mask(shape, mask, cache_words, line_words, pass, requested, 1, false, kObjective, {0});
   if (!inputs.any_csr()) return plan;
 
   const HeadShape head = head_shape(shape);
-  const HeadCosts costs = head_costs(head, &mask, cache_words, pass, kObjective);
-  const HeadInputs in = schedules::head_inputs(inputs);
+  const HeadCosts costs = head_costs(head, &mask, cache_words, line_words, pass, kObjective);
+  const HeadInputs in = schedules::head_inputs(inputs, line_words);
   if (plan.flash.feasible) set_io(plan.flash, flash_io(head, mask, costs, pass, in));
   if (plan.small_cache.feasible) set_io(plan.small_cache, small_cache_io(head, mask, costs, in));
   if (requested == Algorithm::automatic) {
@@ -160,7 +160,7 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
 }  // namespace
 
 Plan plan_csr_inputs(const bounds::DenseShape& shape, const MultiHeadInputs& inputs, const std::vector<Mask>& masks,
-                     int64_t cache_words, Pass pass, Algorithm requested) {
+                     int64_t cache_words, int64_t line_words, Pass pass, Algorithm requested) {
   const Algorithm planned = requested == Algorithm::reference ? Algorithm::automatic : requested;
   const auto mask_of = [&](int64_t h) -> const Mask& {
     return masks.size() == 1 ? masks.front() : masks[static_cast<size_t>(h)];
@@ -168,7 +168,7 @@ Plan plan_csr_inputs(const bounds::DenseShape& shape, const MultiHeadInputs& inp
   std::vector<Plan> heads;
   for (int64_t b = 0; b < inputs.batch; ++b) {
     for (int64_t h = 0; h < inputs.heads; ++h) {
-      heads.push_back(plan_head(shape, inputs.head(b, h), mask_of(h), cache_words, pass, planned));
+      heads.push_back(plan_head(shape, inputs.head(b, h), mask_of(h), cache_words, line_words, pass, planned));
     }
   }
   const bool one_mask = std::all_of(masks.begin(), masks.end(),
@@ -180,7 +180,7 @@ Plan plan_csr_inputs(const bounds::DenseShape& shape, const MultiHeadInputs& inp
   run->pass = pass;
   run->cache_words = cache_words;
   for (HeadGroup& group : group_heads(masks, inputs.heads)) {
-    const HeadCosts costs = head_costs(head_shape(shape), &group.mask, cache_words, pass, kObjective);
+    const HeadCosts costs = head_costs(head_shape(shape), &group.mask, cache_words, line_words, pass, kObjective);
     run->groups.push_back(planned_group(group.mask, std::move(group.heads), plan.algorithm, costs, pass));
   }
   plan.run = std::move(run);

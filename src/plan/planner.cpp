@@ -53,24 +53,24 @@ Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& smal
 }
 
 Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
-                Algorithm requested, int64_t num_heads) {
+                Algorithm requested, int64_t num_heads, int64_t line_words) {
   return plan_attention(shape, Mask::full(std::max<int64_t>(shape.seqlen_q, 0), std::max<int64_t>(shape.seqlen_k, 0)),
-                        cache_words, pass, requested, num_heads, true);
+                        cache_words, pass, requested, num_heads, true, PlanObjective::time, line_words);
 }
 
 Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
                     Pass pass, Algorithm requested, int64_t num_heads, bool search_switch,
-                    PlanObjective objective) {
+                    PlanObjective objective, int64_t line_words) {
   std::vector<int64_t> heads(static_cast<size_t>(std::max<int64_t>(num_heads, 0)));
   for (size_t h = 0; h < heads.size(); ++h) heads[h] = static_cast<int64_t>(h);
-  return plan_detail::plan_one_mask(shape, mask, cache_words, pass, requested, num_heads, search_switch, objective,
-                                    std::move(heads));
+  return plan_detail::plan_one_mask(shape, mask, cache_words, io::plan_line_words("plan", line_words, nullptr), pass,
+                                    requested, num_heads, search_switch, objective, std::move(heads));
 }
 
 namespace plan_detail {
 
-Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, Pass pass,
-                   Algorithm requested, int64_t num_heads, bool search_switch, PlanObjective objective,
+Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, int64_t line_words,
+                   Pass pass, Algorithm requested, int64_t num_heads, bool search_switch, PlanObjective objective,
                    std::vector<int64_t> run_heads) {
   if (cache_words < 1) fail("plan: cache size M = ", cache_words, " words must be >= 1");
   if (num_heads < 0) fail("plan: num_heads = ", num_heads, " must be >= 0");
@@ -93,9 +93,10 @@ Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t ca
   plan.shape.head_dim_v = head.head_dim_v;
   plan.num_heads = num_heads;
   plan.cache_words = cache_words;
+  plan.line_words = line_words;
   plan.requested = requested;
   plan.objective = objective;
-  const HeadCosts costs = head_costs(head, sparse_mask, cache_words, pass, objective);
+  const HeadCosts costs = head_costs(head, sparse_mask, cache_words, line_words, pass, objective);
   plan.flash = costs.flash;
   plan.small_cache = costs.small_cache;
 
@@ -158,7 +159,8 @@ Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t ca
   plan.run = std::move(run);
   if (search_switch || !plan.masked) {
     const auto switches =
-        sparse_mask != nullptr ? find_switches(head, sparse_mask, pass, objective) : dense_switches(head, pass);
+        sparse_mask != nullptr ? find_switches(head, sparse_mask, line_words, pass, objective)
+                               : dense_switches(head, line_words, pass);
     plan.switch_cache_words = nearest_switch(switches, cache_words);
     plan.switches = switches;
     plan.switch_searched = true;

@@ -23,9 +23,10 @@ struct CallHeads {
 };
 
 // One mask's plan for `num_heads` head problems that run as one group of query heads `heads`
-// (plan_attention's checks and messages; a requested algorithm that does not fit M throws).
-Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, Pass pass,
-                   Algorithm requested, int64_t num_heads, bool search_switch, PlanObjective objective,
+// (plan_attention's checks and messages; a requested algorithm that does not fit M throws), made
+// for lines of `line_words` words (checked by the caller: io::plan_line_words).
+Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, int64_t line_words,
+                   Pass pass, Algorithm requested, int64_t num_heads, bool search_switch, PlanObjective objective,
                    std::vector<int64_t> heads);
 
 // A call with dense inputs: the query heads grouped by mask (`masks`: one for all heads, or one per
@@ -33,13 +34,14 @@ Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t ca
 // them (auto: the smaller sum over all heads), and in the backward the grouped-query dK/dV sums
 // (head_groups.cpp). Algorithm::reference plans the automatic choice, for reporting.
 Plan plan_dense_inputs(const bounds::DenseShape& shape, const std::vector<Mask>& masks, const CallHeads& heads,
-                       int64_t cache_words, Pass pass, Algorithm requested, PlanObjective objective);
+                       int64_t cache_words, int64_t line_words, Pass pass, Algorithm requested,
+                       PlanObjective objective);
 
 // A call with CSR (or dense) inputs, checked by the caller: every (batch, query head) priced with
 // its own nonzeros and mask, for words; one algorithm for all heads; the grouped-query sums in the
 // backward (csr_inputs_plan.cpp).
 Plan plan_csr_inputs(const bounds::DenseShape& shape, const MultiHeadInputs& inputs, const std::vector<Mask>& masks,
-                     int64_t cache_words, Pass pass, Algorithm requested);
+                     int64_t cache_words, int64_t line_words, Pass pass, Algorithm requested);
 
 // Adds the backward's grouped-query dK, dV sums to `plan` (none when heads == kv_heads): per batch
 // entry and kv head, the group's partials read once each and the sum written once (exact; the

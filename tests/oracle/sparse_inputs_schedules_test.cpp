@@ -130,7 +130,7 @@ class Case {
     SCOPED_TRACE(std::string(name(algorithm)) + " " + pass_name(pass));
     Ledger ledger;
     FastMemory fast(cache_words, &ledger, name(algorithm));
-    const HeadInputs inputs = HeadInputs::of(problem);
+    const HeadInputs inputs = HeadInputs::of(problem, ledger.line_words());
     InputIo io;
     InputTraffic reads;
     if (algorithm == Algorithm::flash) {

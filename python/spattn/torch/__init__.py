@@ -52,6 +52,7 @@ def attention(
     objective: str = "time",
     threads: Optional[int] = None,
     io: bool = False,
+    line_words: int = 0,
 ):
     """Attention over ``mask``, differentiable in q, k and v.
 
@@ -61,22 +62,25 @@ def attention(
     operand (``predicted_reads`` == ``counted_reads``; CPU only). ``cache_words`` is the fast
     memory M of the CPU schedules (0: spattn's default; on CUDA it must be 0), ``objective`` what
     the CPU plan minimizes ("time" or "words"), ``threads`` the CPU worker threads (None:
-    torch.get_num_threads()).
+    torch.get_num_threads()). ``line_words`` is the line size L of the CPU I/O model in words, a
+    power of two: 1 is the paper's word model, 16 (0: the default) a 64-byte line of float32; the
+    tiles, auto's choice and the counts of ``io`` follow it (on CUDA it must be 0).
     """
     where = "spattn.torch.attention"
-    masks, call = _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective)
+    masks, call = _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective, line_words)
     if io and q.device.type != "cpu":
         raise ValueError(f"{where}: io=True counts the CPU schedules; q is on {q.device}")
     workers = _check_threads(threads)
     report = {}
     if _compile.AVAILABLE and not io:
-        settings = ([m._key for m in masks], scale, algorithm, int(cache_words), objective, workers)
+        settings = ([m._key for m in masks], scale, algorithm, int(cache_words), int(line_words), objective, workers)
         if _compile.is_compiling():
             out, lse = ops.forward(q, k, v, *settings)
         else:
             out, lse = _translate(lambda: ops.forward(q, k, v, *settings))
     else:
-        out, lse = _Attention.apply(q, k, v, masks, scale, algorithm, int(cache_words), objective, workers, io, report)
+        out, lse = _Attention.apply(q, k, v, masks, scale, algorithm, int(cache_words), int(line_words), objective,
+                                    workers, io, report)
     result = (out, lse) if return_lse else (out,)
     if io:
         result = result + (report,)
@@ -93,24 +97,27 @@ def plan(
     algorithm: str = "auto",
     cache_words: int = 0,
     objective: str = "time",
+    line_words: int = 0,
 ) -> dict:
     """The plan ``attention`` with the same arguments runs for ``pass_`` ("forward" or
-    "backward"), without running it: the algorithm, the tiles, the predicted words, the bound."""
-    masks, call = _check_call("spattn.torch.plan", q, k, v, mask, None, algorithm, cache_words, objective)
+    "backward"), without running it: the algorithm, the tiles, the predicted words and lines (of
+    ``line_words`` words), the bound."""
+    masks, call = _check_call("spattn.torch.plan", q, k, v, mask, None, algorithm, cache_words, objective, line_words)
     if pass_ not in ("forward", "backward"):
         raise ValueError(f"spattn.torch.plan: pass_ must be 'forward' or 'backward', got {pass_!r}")
     if algorithm == "reference":
         raise ValueError("spattn.torch.plan: the reference is not a schedule and has no plan")
     keys = [m._key for m in masks]
-    return json.loads(_translate(lambda: ops.plan(call, keys, pass_, algorithm, int(cache_words), objective)))
+    return json.loads(_translate(lambda: ops.plan(call, keys, pass_, algorithm, int(cache_words), int(line_words),
+                                                  objective)))
 
 
 class _Attention(torch.autograd.Function):
     """The autograd of torch < 2.4, and of io=True (whose forward also returns the ledger)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, masks, scale, algorithm, cache_words, objective, threads, io, report):
-        settings = ([m._key for m in masks], scale, algorithm, cache_words, objective, threads)
+    def forward(ctx, q, k, v, masks, scale, algorithm, cache_words, line_words, objective, threads, io, report):
+        settings = ([m._key for m in masks], scale, algorithm, cache_words, line_words, objective, threads)
         if io:
             out, lse, text = _translate(lambda: ops.forward_counted(q, k, v, *settings))
             report.update(json.loads(text))
@@ -126,9 +133,9 @@ class _Attention(torch.autograd.Function):
     def backward(ctx, d_out, _d_lse):
         q, k, v, out, lse = ctx.saved_tensors
         if d_out is None:
-            return (None,) * 11
+            return (None,) * 12
         dq, dk, dv = _translate(lambda: ops.backward(q, k, v, out, lse, d_out.to(q.dtype), *ctx.settings))
-        return dq, dk, dv, None, None, None, None, None, None, None, None
+        return (dq, dk, dv) + (None,) * 9
 
 
 def _check_threads(threads) -> int:
@@ -140,7 +147,8 @@ def _check_threads(threads) -> int:
     return threads
 
 
-def _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective) -> Tuple[List[Mask], List[int]]:
+def _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective,
+                line_words=0) -> Tuple[List[Mask], List[int]]:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{where}: {name} must be a tensor, got {type(t).__name__}")
@@ -165,6 +173,8 @@ def _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective) 
         if cache_words != 0:
             raise ValueError(f"{where}: cache_words = {cache_words!r} sizes the CPU schedules' fast memory; "
                              "on CUDA it must be 0")
+        if line_words != 0:
+            raise ValueError(f"{where}: line_words = {line_words!r} is the CPU planner's line model; on CUDA it must be 0")
     else:
         raise ValueError(f"{where}: q is on {q.device}; spattn runs on the CPU and on CUDA")
     for name, t in (("k", k), ("v", v)):
@@ -174,6 +184,10 @@ def _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective) 
         raise ValueError(f"{where}: objective must be one of {', '.join(_OBJECTIVES)}, got {objective!r}")
     if isinstance(cache_words, bool) or not isinstance(cache_words, int) or cache_words < 0:
         raise ValueError(f"{where}: cache_words must be a non-negative int (0: the default), got {cache_words!r}")
+    if (isinstance(line_words, bool) or not isinstance(line_words, int) or line_words < 0 or line_words > 1024
+            or line_words & (line_words - 1)):
+        raise ValueError(f"{where}: line_words must be 0 (the default, 16) or a power of two from 1 to 1024, "
+                         f"got {line_words!r}")
     if scale is not None and (not isinstance(scale, (int, float)) or not math.isfinite(scale)):
         raise ValueError(f"{where}: scale must be a finite number or None, got {scale!r}")
     batch, heads, seqlen_q, head_dim = q.shape

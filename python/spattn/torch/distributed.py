@@ -108,7 +108,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask, *, shardi
     own_masks, remote_masks = plan.rank_masks(rank)
     # The local calls' shapes and settings are those of spattn.torch.attention on this rank's rows.
     _check_call(_WHERE, q, k, v, own_masks if len(masks) > 1 else own_masks[0], scale, algorithm, cache_words, objective)
-    settings = (scale, algorithm, int(cache_words), objective, _check_threads(threads))
+    settings = (scale, algorithm, int(cache_words), 0, objective, _check_threads(threads))  # 0: 16-word lines
     call = _Call(plan, rank, group, own_masks, remote_masks, settings, ledger)
     out, lse = _ShardedAttention.apply(q, k, v, call)
     return (out, lse) if return_lse else out

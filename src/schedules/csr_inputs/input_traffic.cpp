@@ -17,40 +17,42 @@ using io::CsrTileWords;
 
 // ---- the operands -------------------------------------------------------------------------------
 
-InputOperand InputOperand::dense(int64_t rows, int64_t cols) {
+InputOperand InputOperand::dense(int64_t rows, int64_t cols, int64_t line_words) {
+  io::check_line_words("InputOperand", line_words);
   InputOperand op;
   op.rows_ = rows;
   op.cols_ = cols;
+  op.line_words_ = line_words;
   return op;
 }
 
-InputOperand InputOperand::csr(const SlowMatrix<const float>::Csr& matrix) {
-  InputOperand op = dense(matrix.num_rows(), matrix.num_cols());
+InputOperand InputOperand::csr(const SlowMatrix<const float>::Csr& matrix, int64_t line_words) {
+  InputOperand op = dense(matrix.num_rows(), matrix.num_cols(), line_words);
   op.is_csr_ = true;
   op.csr_ = matrix;
   return op;
 }
 
-InputOperand InputOperand::of(const SlowMatrix<const float>& view) {
-  if (view.is_csr()) return csr(view.csr_matrix());
-  return dense(view.rows(), view.cols());
+InputOperand InputOperand::of(const SlowMatrix<const float>& view, int64_t line_words) {
+  if (view.is_csr()) return csr(view.csr_matrix(), line_words);
+  return dense(view.rows(), view.cols(), line_words);
 }
 
 CsrTileWords InputOperand::tile(int64_t row0, int64_t rows, int64_t col0, int64_t cols, bool continued) const {
-  if (is_csr_) return io::csr_tile_words(csr_, row0, rows, col0, cols);
+  if (is_csr_) return io::csr_tile_words(csr_, row0, rows, col0, cols, line_words_);
   CsrTileWords words;
   words.values = rows * cols;  // a dense tile: every word a value
   // A dense operand is a row-major array of its head (schedules/common/dense_lines.hpp's layout).
-  const int64_t line = io::kDefaultLineWords;
+  const int64_t line = line_words_;
   words.value_lines = continued ? io::continued_tile_lines(cols_, 1, cols_, row0, col0, rows, cols, line)
                                 : io::tile_lines(cols_, 1, cols_, row0, col0, rows, cols, line);
   return words;
 }
 
-HeadInputs HeadInputs::dense(const HeadShape& shape) {
-  return {InputOperand::dense(shape.seqlen_q, shape.head_dim),
-          InputOperand::dense(shape.seqlen_k, shape.head_dim),
-          InputOperand::dense(shape.seqlen_k, shape.head_dim_v)};
+HeadInputs HeadInputs::dense(const HeadShape& shape, int64_t line_words) {
+  return {InputOperand::dense(shape.seqlen_q, shape.head_dim, line_words),
+          InputOperand::dense(shape.seqlen_k, shape.head_dim, line_words),
+          InputOperand::dense(shape.seqlen_k, shape.head_dim_v, line_words)};
 }
 
 namespace {
@@ -209,7 +211,7 @@ SparseIo as_sparse_io(const FlashWords& words) { return {words.values, words.ind
 InputIo predict_flash_with_inputs(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
                                   Pass pass, const HeadInputs& inputs) {
   const bool forward = pass == Pass::forward;
-  const int64_t line = io::kDefaultLineWords;
+  const int64_t line = inputs.line_words();
   const InputIo prediction{
       as_sparse_io(forward ? predict_flash_forward_words(shape, tiles, mask)
                            : predict_flash_backward_words(shape, tiles, mask)),
@@ -218,13 +220,13 @@ InputIo predict_flash_with_inputs(const HeadShape& shape, const FlashTiles& tile
   const auto reads = [&](const HeadInputs& in) {
     return forward ? flash_forward_inputs(shape, tiles, mask, in) : flash_backward_inputs(shape, tiles, mask, in);
   };
-  return with_inputs(prediction, reads(HeadInputs::dense(shape)), reads(inputs));
+  return with_inputs(prediction, reads(HeadInputs::dense(shape, inputs.line_words())), reads(inputs));
 }
 
 InputIo predict_small_cache_with_inputs(const HeadShape& shape, const SmallCacheTiles& tiles,
                                         const HeadInputs& inputs) {
   const bool forward = tiles.pass == Pass::forward;
-  const int64_t line = io::kDefaultLineWords;
+  const int64_t line = inputs.line_words();
   const InputIo prediction{
       {forward ? predict_small_cache_forward(shape, tiles) : predict_small_cache_backward(shape, tiles), {}},
       {forward ? predict_small_cache_forward_lines(shape, tiles, line)
@@ -233,7 +235,7 @@ InputIo predict_small_cache_with_inputs(const HeadShape& shape, const SmallCache
   const auto reads = [&](const HeadInputs& in) {
     return forward ? small_cache_forward_inputs(shape, tiles, in) : small_cache_backward_inputs(shape, tiles, in);
   };
-  return with_inputs(prediction, reads(HeadInputs::dense(shape)), reads(inputs));
+  return with_inputs(prediction, reads(HeadInputs::dense(shape, inputs.line_words())), reads(inputs));
 }
 
 }  // namespace spattn::schedules

@@ -21,18 +21,20 @@
 
 namespace spattn::schedules {
 
-// One input (Q, K or V of one head, seqlen x head_dim) as the predictions see it.
+// One input (Q, K or V of one head, seqlen x head_dim) as the predictions see it, its lines counted
+// in lines of `line_words` words (the plan's line size).
 class InputOperand {
  public:
   InputOperand() = default;
-  static InputOperand dense(int64_t rows, int64_t cols);
-  static InputOperand csr(const SlowMatrix<const float>::Csr& matrix);
+  static InputOperand dense(int64_t rows, int64_t cols, int64_t line_words);
+  static InputOperand csr(const SlowMatrix<const float>::Csr& matrix, int64_t line_words);
   // Dense or CSR as the view is (the view's orientation is ignored: tiles are stored tiles).
-  static InputOperand of(const SlowMatrix<const float>& view);
+  static InputOperand of(const SlowMatrix<const float>& view, int64_t line_words);
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   bool is_csr() const { return is_csr_; }
+  int64_t line_words() const { return line_words_; }
   // The words one load of stored rows [row0, row0 + rows) x columns [col0, col0 + cols) moves.
   // `continued`: the load continues the one before along the stored rows with the line they share
   // carried (io::continued_tile_lines; a CSR load has no carry).
@@ -41,6 +43,7 @@ class InputOperand {
  private:
   int64_t rows_ = 0;
   int64_t cols_ = 0;
+  int64_t line_words_ = io::kDefaultLineWords;
   bool is_csr_ = false;
   SlowMatrix<const float>::Csr csr_;
 };
@@ -49,11 +52,13 @@ struct HeadInputs {
   InputOperand q;  // (seqlen_q, head_dim)
   InputOperand k;  // (seqlen_k, head_dim)
   InputOperand v;  // (seqlen_k, head_dim_v)
-  static HeadInputs dense(const HeadShape& shape);
+  static HeadInputs dense(const HeadShape& shape, int64_t line_words);
   template <typename Problem>  // HeadForward or HeadBackward
-  static HeadInputs of(const Problem& problem) {
-    return {InputOperand::of(problem.q), InputOperand::of(problem.k), InputOperand::of(problem.v)};
+  static HeadInputs of(const Problem& problem, int64_t line_words) {
+    return {InputOperand::of(problem.q, line_words), InputOperand::of(problem.k, line_words),
+            InputOperand::of(problem.v, line_words)};
   }
+  int64_t line_words() const { return q.line_words(); }
 };
 
 // Reads of each input, value and index words.
@@ -85,8 +90,8 @@ InputTraffic sparse_small_cache_backward_inputs(const HeadShape& shape,
                                                 const SparseSmallCacheTiles& tiles,
                                                 const HeadInputs& inputs);
 
-// A prediction in words and in lines of io::kDefaultLineWords words (InputOperand::tile's line
-// size), values and indices apart.
+// A prediction in words and in lines of the inputs' line size (InputOperand::line_words), values
+// and indices apart.
 struct InputIo {
   SparseIo words;
   SparseIo lines;

@@ -112,7 +112,7 @@ InputIo predict_sparse_small_cache_with_inputs(const HeadShape& shape, const Spa
     return forward ? sparse_small_cache_forward_inputs(shape, mask, tiles, in)
                    : sparse_small_cache_backward_inputs(shape, mask, tiles, in);
   };
-  return with_inputs(prediction, reads(HeadInputs::dense(shape)), reads(inputs));
+  return with_inputs(prediction, reads(HeadInputs::dense(shape, inputs.line_words())), reads(inputs));
 }
 
 }  // namespace spattn::schedules

@@ -11,9 +11,10 @@ namespace spattn::schedules {
 // The input as a slow-memory view (dense: its strided rows; CSR: its rows' entries).
 SlowMatrix<const float> slow_matrix(const AttentionInput& input);
 
-inline HeadInputs head_inputs(const AttentionInputs& inputs) {
-  return {InputOperand::of(slow_matrix(inputs.q)), InputOperand::of(slow_matrix(inputs.k)),
-          InputOperand::of(slow_matrix(inputs.v))};
+// Its lines counted in lines of `line_words` words.
+inline HeadInputs head_inputs(const AttentionInputs& inputs, int64_t line_words) {
+  return {InputOperand::of(slow_matrix(inputs.q), line_words), InputOperand::of(slow_matrix(inputs.k), line_words),
+          InputOperand::of(slow_matrix(inputs.v), line_words)};
 }
 
 }  // namespace spattn::schedules
