@@ -8,6 +8,7 @@
 #include "cli_support.hpp"
 #include "commands.hpp"
 
+#include <spattn/io.hpp>
 #include <spattn/attention.hpp>
 #include <spattn/plan.hpp>
 #include <spattn/reference.hpp>
@@ -33,6 +34,7 @@ struct AttentionCommand {
   std::string algorithm = "reference";
   std::string out_dtype = "float32";
   int64_t cache_words = 0;
+  int64_t line_words = io::kDefaultLineWords;
   std::string objective = "time";
   bool io = false;
 };
@@ -102,6 +104,7 @@ spattn::AttentionOptions api_options(const AttentionCommand& options, double sca
   api.algorithm = parse_algorithm(options.algorithm);
   api.scale = scale;
   api.cache_words = options.cache_words;
+  api.line_words = options.line_words;
   api.objective = spattn::parse_plan_objective(options.objective);
   return api;
 }
@@ -133,7 +136,7 @@ ScheduledResult run_schedule(const AttentionCommand& options, const LoadedTensor
   const auto ov = view(of, q.view, v.view.head_dim()), lsev = view(lsef, q.view, 1);
 
   spattn::AttentionOptions api = api_options(options, scale);
-  io::Ledger forward_ledger, backward_ledger;
+  io::Ledger forward_ledger(options.line_words), backward_ledger(options.line_words);
   if (options.io) api.ledger = &forward_ledger;
   const Plan forward_plan = attention_forward(qv, kv, vv, ov, lsev, mask, api);
   ScheduledResult result;
@@ -187,7 +190,7 @@ ScheduledResult run_sparse_schedule(const AttentionCommand& options, const Loade
   std::vector<float> of(static_cast<size_t>(m * e)), lsef(static_cast<size_t>(m));
   const auto ov = TensorView<float>::matrix(of.data(), m, e), lsev = TensorView<float>::matrix(lsef.data(), m, 1);
   spattn::AttentionOptions api = api_options(options, scale);
-  io::Ledger forward_ledger, backward_ledger;
+  io::Ledger forward_ledger(options.line_words), backward_ledger(options.line_words);
   if (options.io) api.ledger = &forward_ledger;
   const Plan forward_plan = attention_forward(inputs, ov, lsev, mask, api);
   report_io(options, forward_plan, "forward", forward_ledger);
@@ -318,6 +321,7 @@ void register_attention(CLI::App& app) {
                   "Fast-memory size M in words for flash / small_cache / auto "
                   "(0: 4 x this machine's L1d, at most L2 / 2)")
       ->check(at_least(0))->capture_default_str();
+  add_line_words_flag(cmd, options->line_words);
   cmd->add_option("--objective", options->objective,
                   "What the plan minimizes over a mask: time (flash's tiles and auto's choice priced for speed) or words")
       ->check(CLI::IsMember({"time", "words"}))->capture_default_str();

@@ -14,6 +14,7 @@
 #include "report.hpp"
 
 #include <spattn/error.hpp>
+#include <spattn/io.hpp>
 #include <spattn/plan.hpp>
 
 #include <algorithm>
@@ -32,13 +33,14 @@ struct RunFlags {
   int64_t n = 2048;
   int64_t d = 64;
   std::string cache_words;  // an axis; default d^2/8, d^2, 8 d^2, 32 d^2
+  std::string line_words = "1,16";  // the models: the paper's words and 64-byte lines of fp32
   std::vector<std::string> masks;  // empty: the suite at this n (default_suite)
   std::string algorithm = "auto";
   uint64_t seed = 1;
   std::string csv, json, plot;
 };
 
-// Per mask: the planner's backward switch M and the bound's crossover.
+// Per mask and line size: the planner's backward switch M and the bound's crossover.
 struct Crossover {
   std::string pattern;
   std::vector<int64_t> switches;  // every backward switch, ascending; empty: none in range
@@ -80,8 +82,31 @@ std::vector<int64_t> curve_cache_words(const std::vector<int64_t>& grid) {
 
 std::string times(double x) { return format_real(x, 2) + "x"; }
 
+// Every switch M over the theory's M ("0.79, 1.6"), or "-" when there is none or no theory.
+std::string switch_ratios(const Crossover& c) {
+  if (c.switches.empty() || c.theory <= 0) return "-";
+  std::string text;
+  for (size_t i = 0; i < c.switches.size(); ++i) {
+    text += (i ? ", " : "") + format_real(static_cast<double>(c.switches[i]) / c.theory, 2);
+  }
+  return text;
+}
+
+// One model's rows and switches: every mask at every M, counted in lines of line_words words.
+struct ModelRun {
+  int64_t line_words = 0;
+  std::vector<Row> rows, curves;
+  std::vector<Crossover> crossovers;
+};
+
+std::string model_name(int64_t line_words) {
+  return line_words == 1 ? "the paper's word model (L = 1: one word moves at a time)"
+                         : "lines of L = " + std::to_string(line_words) + " words (" +
+                               std::to_string(4 * line_words) + " bytes of fp32)";
+}
+
 void print_summary(const std::vector<Row>& rows, const std::vector<Crossover>& crossovers, const RunFlags& flags,
-                   size_t num_cache_sizes, double seconds) {
+                   size_t num_cache_sizes) {
   double worst_error = 0.0, worst_tolerance = 0.0;
   for (const Row& row : rows) {
     worst_error = std::max(worst_error, row.max_error.value_or(0.0));
@@ -108,14 +133,12 @@ void print_summary(const std::vector<Row>& rows, const std::vector<Crossover>& c
     if (c.masked && lowest < 1.0) below.push_back(c.pattern);
     // Every switch: a density-adaptive cost can cross flash's more than once.
     std::string found = c.switches.empty() ? "none in range" : "";
-    std::string to_theory = c.switches.empty() || c.theory <= 0 ? "-" : "";
     for (size_t i = 0; i < c.switches.size(); ++i) {
       const double m = static_cast<double>(c.switches[i]);
       found += (i ? ", " : "") + std::to_string(c.switches[i]) + (c.masked ? "" : " = " + format_real(m / d2, 2) + " d^2");
-      if (c.theory > 0) to_theory += (i ? ", " : "") + format_real(m / c.theory, 2);
     }
     table.add_row({"  " + c.pattern, found,
-                   format_count(std::llround(c.theory)) + (c.masked ? " (Z_input^2/Z_QK)" : " (d^2)"), to_theory,
+                   format_count(std::llround(c.theory)) + (c.masked ? " (Z_input^2/Z_QK)" : " (d^2)"), switch_ratios(c),
                    times(lowest) + " to " + times(highest)});
   }
   std::cout << "- Per mask: every M at which the planner's choice changes (flash above the last one), where the "
@@ -141,7 +164,25 @@ void print_summary(const std::vector<Row>& rows, const std::vector<Crossover>& c
     std::cout << "- Below the worst-case sparse bound at some M (structured masks may be, as theory allows): " << list
               << ".";
   }
-  std::cout << "\n- Took " << format_real(seconds, 3) << " s.\n";
+  std::cout << "\n";
+}
+
+// Per mask, the last switch (flash's from there up) over the theory's M in each model.
+void print_models_side_by_side(const std::vector<ModelRun>& models) {
+  std::vector<std::string> header{"  mask", "theory M"};
+  for (const ModelRun& model : models) header.push_back("switch / theory, L = " + std::to_string(model.line_words));
+  Table table(header);
+  for (size_t i = 0; i < models.front().crossovers.size(); ++i) {
+    const Crossover& first = models.front().crossovers[i];
+    std::vector<std::string> row{"  " + first.pattern,
+                                 format_count(std::llround(first.theory)) + (first.masked ? " (Z_input^2/Z_QK)" : " (d^2)")};
+    for (const ModelRun& model : models) row.push_back(switch_ratios(model.crossovers[i]));
+    table.add_row(row);
+  }
+  std::cout << "\nBoth models: where the planner's choice changes (backward), as multiples of where the bound's "
+               "branches meet.\nThe paper's claim is made in the word model (L = 1); lines price what a CPU cache "
+               "moves.\n"
+            << table.render();
 }
 
 void run_main_job(RunFlags flags) {
@@ -168,34 +209,46 @@ void run_main_job(RunFlags flags) {
     if (!path.empty()) check_writable(path, flag);
   }
   const std::vector<int64_t> curve_grid = flags.plot.empty() ? std::vector<int64_t>{} : curve_cache_words(grid);
+  std::vector<ModelRun> models;
+  for (int64_t line_words : parse_int_axis(flags.line_words, "--line-words", 1)) {
+    if (line_words > io::kMaxLineWords || (line_words & (line_words - 1)) != 0) {
+      throw UsageError("--line-words: " + std::to_string(line_words) + " is not a power of two from 1 to " +
+                       std::to_string(io::kMaxLineWords));
+    }
+    models.push_back({line_words, {}, {}, {}});
+  }
 
   const auto start = std::chrono::steady_clock::now();
-  Progress progress(static_cast<int>(flags.masks.size() * (grid.size() + 2 + (flags.plot.empty() ? 0 : 1))));
+  Progress progress(static_cast<int>(flags.masks.size() *
+                                     (1 + models.size() * (grid.size() + 1 + (flags.plot.empty() ? 0 : 1)))));
   const Problem problem(flags.n, flags.d, flags.seed);
   std::vector<Mask> masks;  // all built first: a bad spec or file stops the run before any work
   for (const std::string& spec : flags.masks) masks.push_back(load_prepared_mask(spec, flags.n, flags.n, "--mask"));
-  std::vector<Row> rows, curves;
-  std::vector<Crossover> crossovers;
   for (size_t index = 0; index < masks.size(); ++index) {
     const std::string& spec = flags.masks[index];
     const Mask& mask = masks[index];
     progress.step(spec + ": fp64 reference");
     const Reference reference = compute_reference(problem, mask, true, true);
-    const size_t first = rows.size();
-    for (int64_t m : grid) {
-      progress.step(spec + ": M = " + std::to_string(m));
-      const RowRequest request{spec, m, requested, PassSet::both, false};
-      Row row = measure_row(problem, mask, request, &reference);
-      if (!row.feasible()) throw RuntimeError("--cache-words: " + row.note);
-      rows.push_back(std::move(row));
-    }
-    progress.step(spec + ": the planner's switch M");
-    const std::vector<int64_t> switches = add_switch(rows, first, problem, mask, grid[grid.size() / 2]);
-    crossovers.push_back({spec, switches, rows[first].bound_crossover, rows[first].masked});
-    if (!curve_grid.empty()) {
-      progress.step(spec + ": predictions for the plot");
-      for (int64_t m : curve_grid) {
-        curves.push_back(measure_row(problem, mask, {spec, m, requested, PassSet::both, true}, nullptr));
+    for (ModelRun& model : models) {
+      const std::string at = spec + ", L = " + std::to_string(model.line_words);
+      const size_t first = model.rows.size();
+      for (int64_t m : grid) {
+        progress.step(at + ": M = " + std::to_string(m));
+        const RowRequest request{spec, m, model.line_words, requested, PassSet::both, false};
+        Row row = measure_row(problem, mask, request, &reference);
+        if (!row.feasible()) throw RuntimeError("--cache-words: " + row.note);
+        model.rows.push_back(std::move(row));
+      }
+      progress.step(at + ": the planner's switch M");
+      const std::vector<int64_t> switches =
+          add_switch(model.rows, first, problem, mask, grid[grid.size() / 2], model.line_words);
+      model.crossovers.push_back({spec, switches, model.rows[first].bound_crossover, model.rows[first].masked});
+      if (!curve_grid.empty()) {
+        progress.step(at + ": predictions for the plot");
+        for (int64_t m : curve_grid) {
+          model.curves.push_back(
+              measure_row(problem, mask, {spec, m, model.line_words, requested, PassSet::both, true}, nullptr));
+        }
       }
     }
   }
@@ -206,16 +259,24 @@ void run_main_job(RunFlags flags) {
             << "bound: the paper's, constant 1 (dense: Saha-Ye forward + Theorem 1.1 backward; masks: the sparse "
                "bound, a worst case over masks);\n"
             << "max err: against the fp64 reference, over O, LSE, dQ, dK, dV; plan ms: plan_attention (both "
-               "passes); fwd / bwd ms: the counted API calls, one thread\n\n"
-            << rows_table(rows, true) << '\n';
-  print_summary(rows, crossovers, flags, grid.size(), seconds);
+               "passes); fwd / bwd ms: the counted API calls, one thread\n";
+  std::vector<Row> rows;  // every model's, for the files
+  for (const ModelRun& model : models) {
+    std::cout << "\n== In " << model_name(model.line_words) << ": tiles, choices and switches made for it ==\n\n"
+              << rows_table(model.rows, true) << '\n';
+    print_summary(model.rows, model.crossovers, flags, grid.size());
+    rows.insert(rows.end(), model.rows.begin(), model.rows.end());
+  }
+  if (models.size() > 1) print_models_side_by_side(models);
+  std::cout << "- Took " << format_real(seconds, 3) << " s.\n";
 
   if (!flags.csv.empty()) write_file_atomically(flags.csv, rows_csv(rows), "--csv");
   if (!flags.json.empty()) write_file_atomically(flags.json, rows_json(rows, "run"), "--json");
   if (!flags.plot.empty()) {
-    plot_io(rows, curves,
+    const ModelRun& drawn = models.back();
+    plot_io(drawn.rows, drawn.curves,
             "spattn run: I/O against M, n = " + std::to_string(flags.n) + ", d = " + std::to_string(flags.d) +
-                " (lines: exact predictions; points: counted runs)",
+                ", L = " + std::to_string(drawn.line_words) + " (lines: exact predictions; points: counted runs)",
             flags.plot, "--plot");
   }
   size_t failed = 0;
@@ -242,6 +303,10 @@ void register_run(CLI::App& app) {
   cmd->add_option("--mask", flags->masks,
                   "Masks of the suite: PATTERN-SPECs or .mtx files (repeat the flag); default, at n = 2048: " + suite);
   cmd->add_option("--algorithm", flags->algorithm, "auto, flash or small_cache")->capture_default_str();
+  cmd->add_option("--line-words,-L", flags->line_words,
+                  "Line sizes L of the I/O model, in words, one section each: 1 is the paper's word model, 16 a "
+                  "64-byte line of fp32 (--plot draws the last)")
+      ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Seed of the random inputs")->capture_default_str();
   cmd->add_option("--csv", flags->csv, "Also write the rows as CSV to FILE");
   cmd->add_option("--json", flags->json, "Also write the rows and their context as JSON to FILE");

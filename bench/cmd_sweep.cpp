@@ -14,6 +14,7 @@
 #include "progress.hpp"
 #include "report.hpp"
 
+#include <spattn/io.hpp>
 #include <spattn/error.hpp>
 
 #include <algorithm>
@@ -29,6 +30,7 @@ struct SweepFlags {
   std::string n = "1024";
   std::string d = "64";
   std::string cache_words = "256:65536:x4";
+  int64_t line_words = io::kDefaultLineWords;
   std::vector<std::string> masks = {"full"};
   std::string algorithm = "auto";
   std::string pass = "both";
@@ -146,14 +148,14 @@ void run_sweep(const SweepFlags& flags) {
             for (Algorithm algorithm : axes.algorithms) {
               progress.step(where + ", M " + std::to_string(m) + ", " + algorithm_name(algorithm) + ", " +
                             pass_set_name(passes));
-              const RowRequest request{spec, m, algorithm, passes, flags.predict_only};
+              const RowRequest request{spec, m, flags.line_words, algorithm, passes, flags.predict_only};
               rows.push_back(measure_row(problem, mask, request, validate ? &reference : nullptr));
             }
           }
         }
         if (flags.search_switch) progress.step(where + ": the planner's switch M");
         if (flags.search_switch && !mask.is_full()) {
-          add_switch(rows, first, problem, mask, axes.cache_words[axes.cache_words.size() / 2]);
+          add_switch(rows, first, problem, mask, axes.cache_words[axes.cache_words.size() / 2], flags.line_words);
         }
       }
     }
@@ -193,6 +195,7 @@ void register_sweep(CLI::App& app) {
   cmd->add_option("--d", flags->d, "Head dimensions: a list or range (32:128:+32)")->capture_default_str();
   cmd->add_option("--cache-words,-M", flags->cache_words, "Cache sizes M in words: a list or range (64:65536:x2)")
       ->capture_default_str();
+  add_line_words_flag(cmd, flags->line_words);
   cmd->add_option("--mask", flags->masks, "A PATTERN-SPEC or .mtx file (repeat the flag for several)")
       ->capture_default_str();
   cmd->add_option("--algorithm", flags->algorithm, "Any of auto, flash, small_cache, comma-separated")

@@ -17,9 +17,9 @@ namespace spattn::cli {
 namespace {
 
 // The I/O study plans, and counts, for the fewest words (spattn/plan.hpp, PlanObjective).
-Plan plan_for_words(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested, bool search_switch = false) {
-  return plan_attention(shape, mask, cache_words, pass, requested, 1, search_switch, PlanObjective::words);
+Plan plan_for_words(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, int64_t line_words,
+                    Pass pass, Algorithm requested, bool search_switch = false) {
+  return plan_attention(shape, mask, cache_words, pass, requested, 1, search_switch, PlanObjective::words, line_words);
 }
 
 std::vector<float> random_values(size_t count, uint64_t seed) {
@@ -146,7 +146,7 @@ void run_counted(Row& row, const Problem& problem, const Mask& mask, const RowRe
   const bounds::DenseShape shape{problem.seqlen(), problem.seqlen(), d, d};
   auto start = std::chrono::steady_clock::now();
   for (Pass pass : {Pass::forward, Pass::backward}) {
-    if (pass == Pass::forward ? forward : backward) plan_for_words(shape, mask, request.cache_words, pass, request.requested);
+    if (pass == Pass::forward ? forward : backward) plan_for_words(shape, mask, request.cache_words, request.line_words, pass, request.requested);
   }
   row.plan_ms = elapsed_ms(start);
   Outputs out(problem);
@@ -154,7 +154,8 @@ void run_counted(Row& row, const Problem& problem, const Mask& mask, const RowRe
   options.algorithm = request.requested;
   options.cache_words = request.cache_words;
   options.objective = PlanObjective::words;  // the I/O study: the fewest words, as planned above
-  io::Ledger forward_ledger, backward_ledger;
+  options.line_words = request.line_words;
+  io::Ledger forward_ledger(request.line_words), backward_ledger(request.line_words);
   options.ledger = forward ? &forward_ledger : nullptr;  // a backward-only row runs the forward natively
   start = std::chrono::steady_clock::now();
   const Plan forward_plan = attention_forward(problem.q(), problem.k(), problem.v(), out.matrix(out.o, d),
@@ -264,6 +265,7 @@ Row measure_row(const Problem& problem, const Mask& mask, const RowRequest& requ
   row.pattern = request.pattern;
   describe_mask(row, problem, mask);
   row.cache_words = request.cache_words;
+  row.line_words = request.line_words;
   row.pass = pass_set_name(request.passes);
   row.requested = algorithm_name(request.requested);
   try {
@@ -273,7 +275,7 @@ Row measure_row(const Problem& problem, const Mask& mask, const RowRequest& requ
       bool first = true;
       for (Pass pass : {Pass::forward, Pass::backward}) {
         if ((pass == Pass::forward) ? request.passes == PassSet::backward : request.passes == PassSet::forward) continue;
-        const Plan plan = plan_for_words(shape, mask, request.cache_words, pass, request.requested);
+        const Plan plan = plan_for_words(shape, mask, request.cache_words, request.line_words, pass, request.requested);
         add_pass(row, plan, pass, first);
         first = false;
       }
@@ -296,6 +298,7 @@ Row measure_row(const Problem& problem, const Mask& mask, const RowRequest& requ
     infeasible.pattern = row.pattern;
     describe_mask(infeasible, problem, mask);
     infeasible.cache_words = row.cache_words;
+    infeasible.line_words = row.line_words;
     infeasible.pass = row.pass;
     infeasible.requested = row.requested;
     infeasible.source = "infeasible";
@@ -309,7 +312,7 @@ Row measure_row(const Problem& problem, const Mask& mask, const RowRequest& requ
 }
 
 std::vector<int64_t> add_switch(std::vector<Row>& rows, size_t first, const Problem& problem, const Mask& mask,
-                                int64_t anchor) {
+                                int64_t anchor, int64_t line_words) {
   const bounds::DenseShape shape{problem.seqlen(), problem.seqlen(), problem.head_dim(), problem.head_dim()};
   const auto begin = rows.begin() + static_cast<std::ptrdiff_t>(first);
   std::vector<int64_t> backward;
@@ -319,7 +322,7 @@ std::vector<int64_t> add_switch(std::vector<Row>& rows, size_t first, const Prob
       return row.feasible() && !(forward ? row.algorithm_forward : row.algorithm_backward).empty();
     };
     if (std::none_of(begin, rows.end(), includes)) continue;
-    const Plan plan = plan_for_words(shape, mask, anchor, pass, Algorithm::automatic, true);
+    const Plan plan = plan_for_words(shape, mask, anchor, line_words, pass, Algorithm::automatic, true);
     const int64_t found = plan.switch_cache_words;
     if (!forward) backward = plan.switches;
     for (auto row = begin; row != rows.end(); ++row) {

@@ -5,6 +5,7 @@
 
 #include "report.hpp"
 
+#include <spattn/io.hpp>
 #include <spattn/mask.hpp>
 #include <spattn/plan.hpp>
 #include <spattn/reference.hpp>
@@ -63,6 +64,7 @@ Reference compute_reference(const Problem& problem, const Mask& mask, bool forwa
 struct RowRequest {
   std::string pattern;  // as given on the command line (for the row)
   int64_t cache_words = 0;
+  int64_t line_words = io::kDefaultLineWords;  // L of the plan and the counts (1: the word model)
   Algorithm requested = Algorithm::automatic;
   PassSet passes = PassSet::both;
   bool predict_only = false;  // fill the row from the plan without running
@@ -83,6 +85,6 @@ void describe_mask(Row& row, const Problem& problem, const Mask& mask);
 // there); for a masked problem it re-predicts at about 40 sizes, so it is done once per (mask, n,
 // d), not per row. Returns every backward switch, ascending (empty: none).
 std::vector<int64_t> add_switch(std::vector<Row>& rows, size_t first, const Problem& problem, const Mask& mask,
-                                int64_t anchor);
+                                int64_t anchor, int64_t line_words = io::kDefaultLineWords);
 
 }  // namespace spattn::cli

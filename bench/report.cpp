@@ -63,7 +63,7 @@ const std::vector<Field>& fields() {
       {"io_words", [](const Row& r) { return r.feasible() ? json(r.total()) : json(nullptr); }},
       {"predicted_reads", [](const Row& r) { return r.feasible() ? json(r.predicted_reads) : json(nullptr); }},
       {"predicted_writes", [](const Row& r) { return r.feasible() ? json(r.predicted_writes) : json(nullptr); }},
-      {"line_words", [](const Row&) { return json(spattn::io::kDefaultLineWords); }},
+      {"line_words", [](const Row& r) { return json(r.line_words); }},
       {"read_lines", [](const Row& r) { return optional_json(r.read_lines); }},
       {"write_lines", [](const Row& r) { return optional_json(r.write_lines); }},
       {"predicted_read_lines", [](const Row& r) { return optional_json(r.predicted_read_lines); }},

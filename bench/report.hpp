@@ -21,6 +21,7 @@ struct Row {
   int64_t seqlen = 0;         // n = seqlen_q = seqlen_k
   int64_t head_dim = 0;       // d = head_dim = head_dim_v
   int64_t cache_words = 0;    // M
+  int64_t line_words = 16;    // L: the plan and the lines counted are in lines of L words
   std::string pass;           // "fwd", "bwd" or "both"
   std::string requested;      // "auto", "flash" or "small_cache"
   // "counted": ran with the ledger (counts == prediction, checked); "predicted": the planner's exact

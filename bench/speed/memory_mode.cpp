@@ -118,6 +118,7 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
       options.algorithm = Algorithm::flash;
       options.threads = settings.threads;
       options.cache_words = settings.cache_words;
+      options.line_words = settings.line_words;
       for (int run = 0; run < 2; ++run) {
         start = std::chrono::steady_clock::now();
         problem.forward(mask, options);
@@ -126,7 +127,7 @@ void run_memory_mode(std::ostream& out, const MemorySettings& settings) {
         problem.backward(mask, options);
         backward_s[run] = seconds_since(start);
       }
-      io::Ledger ledger;
+      io::Ledger ledger(io::plan_line_words("spattn_bench --memory", settings.line_words, nullptr));
       options.ledger = &ledger;
       problem.forward(mask, options);
       problem.backward(mask, options);

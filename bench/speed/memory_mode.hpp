@@ -18,6 +18,7 @@ struct MemorySettings {
   std::string mask_spec;  // the mask; empty: sliding_window:w=<window>
   int threads = 0;
   int64_t cache_words = 0;
+  int64_t line_words = 0;  // 0 = 16
   // Run the flash schedule itself (the tile lists built once, no planner) instead of the public
   // API: what the schedule needs, apart from what the API caches for planning.
   bool schedule_only = false;

@@ -129,6 +129,7 @@ std::vector<CaseResult> run_case(SpeedProblem& problem, const std::vector<CaseSl
   for (size_t i = 0; i < count; ++i) {
     options[i].algorithm = slots[i].algorithm;
     options[i].cache_words = slots[i].cache_words;
+    options[i].line_words = settings.line_words;
     options[i].threads = settings.threads;
     const Mask& mask = slots[i].mask;
     CaseResult& result = results[i];
@@ -177,9 +178,9 @@ std::vector<CaseResult> run_case(SpeedProblem& problem, const std::vector<CaseSl
       const auto start = std::chrono::steady_clock::now();
       // (as the runs planned: their options' objective; the mask's caches are warm by now)
       plan_attention(shape, slots[i].mask, result.cache_words, Pass::forward, result.requested, settings.heads,
-                     false, options[i].objective);
+                     false, options[i].objective, settings.line_words);
       plan_attention(shape, slots[i].mask, result.cache_words, Pass::backward, result.requested, settings.heads,
-                     false, options[i].objective);
+                     false, options[i].objective, settings.line_words);
       plans.push_back(seconds_since(start));
     }
     result.repetitions = static_cast<int>(both[i].size());

@@ -37,6 +37,7 @@ struct RunSettings {
   // kMaxRepetitions): sub-millisecond cases get enough repetitions for a stable median
   double min_seconds = 0.1;
   int64_t cache_words = 0;    // AttentionOptions::cache_words (0 = default_cache_words())
+  int64_t line_words = 0;     // AttentionOptions::line_words (0 = 16)
   int64_t heads = 1;          // heads of the problem (batch 1)
 };
 

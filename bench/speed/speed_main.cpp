@@ -65,7 +65,8 @@ bool runs_small_cache(Algorithm algorithm, const Mask& mask, int64_t n, int64_t 
   const bounds::DenseShape shape{n, n, d, d};
   const int64_t cache_words = settings.cache_words == 0 ? default_cache_words() : settings.cache_words;
   for (const Pass pass : {Pass::forward, Pass::backward}) {
-    if (plan_attention(shape, mask, cache_words, pass, algorithm, settings.heads).algorithm ==
+    if (plan_attention(shape, mask, cache_words, pass, algorithm, settings.heads, false, PlanObjective::time,
+                       settings.line_words).algorithm ==
         Algorithm::small_cache) {
       return true;
     }
@@ -145,6 +146,9 @@ int main(int argc, char** argv) {
                  "fast-memory sizes M, each case run at each (0 = the default, "
                  "spattn::default_cache_words())")->delimiter(',');
   app.add_option("--heads", settings.heads, "heads (batch 1)");
+  app.add_option("--line-words,-L", settings.line_words,
+                 "line size L of the I/O model in words (0 = 16): the tiles and the counted lines follow it")
+      ->check(CLI::IsMember({0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
   app.add_option("--csv", csv_path, "also write the rows to this CSV file");
   app.add_option("--sgemm-size", sgemm_size, "size of the roofline sgemm (n x n x n)");
   app.add_flag("--no-sgemm", no_sgemm, "skip the sgemm roofline");
@@ -183,6 +187,7 @@ int main(int argc, char** argv) {
     if (memory) {
       memory_settings.threads = settings.threads;
       memory_settings.cache_words = settings.cache_words;
+      memory_settings.line_words = settings.line_words;
       run_memory_mode(std::cout, memory_settings);
       return 0;
     }

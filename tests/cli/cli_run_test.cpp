@@ -96,7 +96,7 @@ TEST_F(CliRunTest, SmallRunPrintsTheTableAndTheSummary) {
   EXPECT_NE(r.err.find("[1/"), std::string::npos) << r.err;
 }
 
-TEST_F(CliRunTest, CsvHasTheHeaderAndOneRowPerMaskAndCacheSize) {
+TEST_F(CliRunTest, CsvHasTheHeaderAndOneRowPerMaskCacheSizeAndLineSize) {
   const Result r = run(std::string(kSmall) + " --csv " + path("rows.csv"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream csv(read_text(path("rows.csv")));
@@ -108,7 +108,7 @@ TEST_F(CliRunTest, CsvHasTheHeaderAndOneRowPerMaskAndCacheSize) {
     ++rows;
     EXPECT_NE(line.find(",both,auto,counted,"), std::string::npos) << line;
   }
-  EXPECT_EQ(rows, 2 * 3);
+  EXPECT_EQ(rows, 2 * 3 * 2);  // masks x M x the two models (L = 1 and 16)
 }
 
 TEST_F(CliRunTest, JsonHasTheContextAndCountedRowsEqualToTheirPrediction) {
@@ -123,27 +123,42 @@ TEST_F(CliRunTest, JsonHasTheContextAndCountedRowsEqualToTheirPrediction) {
   }
   EXPECT_GT(context.at("detected_cache_words").get<int64_t>(), 0);
   const auto& rows = document.at("rows");
-  ASSERT_EQ(rows.size(), 6u);
-  for (const auto& row : rows) {
+  // Both models by default: the word model's 6 rows (L = 1), then 6 in lines of 16 words.
+  ASSERT_EQ(rows.size(), 12u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    EXPECT_EQ(row.at("line_words"), i < 6 ? 1 : 16);
     EXPECT_EQ(row.at("source"), "counted");
     EXPECT_EQ(row.at("reads"), row.at("predicted_reads"));
     EXPECT_EQ(row.at("writes"), row.at("predicted_writes"));
     EXPECT_GT(row.at("reads").get<int64_t>(), 0);
     EXPECT_GT(row.at("read_lines").get<int64_t>(), 0);  // counted: every row has them
+    EXPECT_EQ(row.at("read_lines"), row.at("predicted_read_lines"));
+    EXPECT_EQ(row.at("write_lines"), row.at("predicted_write_lines"));
+    if (i < 6) EXPECT_EQ(row.at("read_lines"), row.at("reads"));  // a line is a word
     EXPECT_LT(row.at("error_to_tolerance").get<double>(), 1.0);
     EXPECT_FALSE(row.at("algorithm_forward").is_null());
     EXPECT_FALSE(row.at("algorithm_backward").is_null());
     EXPECT_GT(row.at("forward_ms").get<double>(), 0.0);
   }
-  // The full mask is always searched for the planner's switch M; at d = 8 (a row is half a line)
-  // flash moves fewer lines at every M, so there is none. Its lines are predicted (the dense
-  // schedules) and equal the counted ones.
-  EXPECT_TRUE(rows[0].at("switches_backward").is_array());
-  EXPECT_TRUE(rows[0].at("switch_backward").is_null());
-  EXPECT_EQ(rows[0].at("read_lines"), rows[0].at("predicted_read_lines"));
-  EXPECT_EQ(rows[0].at("write_lines"), rows[0].at("predicted_write_lines"));
+  // The full mask is always searched for the planner's switch M; in 16-word lines at d = 8 (a row
+  // is half a line) flash moves fewer lines at every M, so there is none.
+  EXPECT_TRUE(rows[6].at("switches_backward").is_array());
+  EXPECT_TRUE(rows[6].at("switch_backward").is_null());
   EXPECT_EQ(rows[0].at("z_qk"), 96 * 96);
   EXPECT_EQ(rows[3].at("z_qk"), 96 * 97 / 2);
+}
+
+TEST_F(CliRunTest, OneLineSizeGivesOneSectionAndABadOneIsAUsageError) {
+  const Result r = run(std::string(kSmall) + " --line-words 16 --json " + path("rows.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("== In lines of L = 16 words"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("word model (L = 1"), std::string::npos);
+  EXPECT_EQ(r.out.find("Both models"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(read_text(path("rows.json"))).at("rows").size(), 6u);
+  const Result bad = run(std::string(kSmall) + " --line-words 1,12");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--line-words: 12 is not a power of two"), std::string::npos) << bad.err;
 }
 
 TEST_F(CliRunTest, PlotWritesAPng) {

@@ -187,6 +187,31 @@ TEST_F(CliTest, PlanMarksLinesBelowTwoLinesSquared) {
   }
 }
 
+// --line-words sets the model every plan is made in: L = 1 is the paper's word model (lines are
+// words; its own tiles, no line-sized runs), the tall-cache mark moves with 2 L^2, the bound is
+// printed in lines of L with its domain, and L must be a power of two.
+TEST_F(CliTest, PlanAndBoundTakeTheLineSize) {
+  const std::string plan = "plan --n 512 --d 64 --pass bwd --mask random:p=0.05,seed=1 --objective words --cache-words 4096";
+  Result r = run(plan + " -L 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("predicted lines of 1 words"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(" run 16"), std::string::npos) << r.output;
+  r = run(plan + " --line-words 16");
+  EXPECT_NE(r.output.find(" run 16"), std::string::npos) << r.output;
+  r = run(plan + " --line-words 64");  // 2 L^2 = 8192 > M
+  EXPECT_NE(r.output.find("below 2 L^2 = 8192 words"), std::string::npos) << r.output;
+  r = run("bound --n 1024 --d 64 --cache-words 256 -L 16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("in lines of L = 16 words"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tall cache M >= 2 L^2 = 512: no"), std::string::npos) << r.output;
+  for (const char* bad : {"3", "0", "2048", "x"}) {
+    r = run(plan + " --line-words " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.output.find("--line-words"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("power of two"), std::string::npos) << r.output;
+  }
+}
+
 // Under the time objective the plan prints the price's rates and where they come from; the
 // environment (SPATTN_TIME_RATES) replaces the entries it names, and a bad entry stops the plan
 // with its name and value.
