@@ -156,12 +156,32 @@ def claims(args):
         sys.stdout.flush()
 
 
+def check_cases(n, d):
+    """--check's cases for head_dim d: every schedule on every mask, forward and backward, at M =
+    d^2 / 8, d^2 / 4, d^2, 4 d^2 and n d from 2 L^2 = 512 words on (the line model's domain), and at
+    2 L^2 itself. For d >= 64 also twice d: dense small_cache at 2 L^2, 4 L^2 and 8 L^2 and flash at
+    each pass's smallest M, which lies above 2 L^2 there."""
+    low = LINES_AGREE_FROM_WORDS
+    sizes = sorted({m for m in (d * d // 8, d * d // 4, d * d, 4 * d * d, n * d) if m >= low} | {low})
+    cases = [(n, d, m, algorithm, pass_, mask)
+             for algorithm in ("flash", "small_cache")
+             for mask in MASKS
+             for pass_ in ("fwd", "bwd")
+             for m in sizes]
+    if d >= 64:
+        cases += [(n, 2 * d, m, "small_cache", pass_, "full") for pass_ in ("fwd", "bwd") for m in (low, 2 * low, 4 * low)]
+        cases += [(n, 2 * d, flash_smallest_words(2 * d, pass_), "flash", pass_, "full") for pass_ in ("fwd", "bwd")]
+    return cases
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probe", required=True)
     parser.add_argument("--valgrind", default="valgrind")
     parser.add_argument("--n", type=int, default=512)
-    parser.add_argument("--d", type=int, default=64)
+    parser.add_argument("--d", type=int, default=64, help="head_dim of --table and --claims")
+    parser.add_argument("--dims", type=lambda text: [int(x) for x in text.split(",")], default=[64],
+                        help="--check: the head dims, comma-separated (default 64)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="simulations run at once (default: the cores)")
     mode = parser.add_mutually_exclusive_group(required=True)
@@ -174,22 +194,7 @@ def main():
         claims(args)
         return
     if args.check:
-        def sizes_of(algorithm, mask):
-            sizes = {d * d // 4, d * d, 4 * d * d, n * d}
-            if not (algorithm == "small_cache" and mask == "full"):  # dense small_cache: `low` below
-                sizes.add(d * d // 8)
-            return sorted(sizes)
-        # Dense small_cache from 2 L^2 on, at d and at twice d: where it agrees depends on L, not
-        # on a fraction of d^2. At twice d flash's smallest M lies above 2 L^2, and it is checked there.
-        low = LINES_AGREE_FROM_WORDS
-        rows = rows_of(args, [(n, d, m, algorithm, pass_, mask)
-                              for algorithm in ("flash", "small_cache")
-                              for mask in MASKS
-                              for pass_ in ("fwd", "bwd")
-                              for m in sizes_of(algorithm, mask)]
-                       + [(n, d, low, "small_cache", pass_, "full") for pass_ in ("fwd", "bwd")]
-                       + [(n, 2 * d, m, "small_cache", pass_, "full") for pass_ in ("fwd", "bwd") for m in (low, 2 * low, 4 * low)]
-                       + [(n, 2 * d, flash_smallest_words(2 * d, pass_), "flash", pass_, "full") for pass_ in ("fwd", "bwd")])
+        rows = rows_of(args, [case for d in args.dims for case in check_cases(n, d)])
         print_rows(rows)
         outside = [r for r in rows if not BAND[0] <= r["ratio"] <= BAND[1]]
         if outside:

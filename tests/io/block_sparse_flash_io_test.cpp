@@ -187,7 +187,7 @@ TEST(BlockSparseFlashIo, CountedLinesEqualPredictedForEveryLineSize) {
   for (const HeadShape& s : {HeadShape{97, 97, 1, 1}, HeadShape{97, 257, 20, 33}, HeadShape{130, 130, 64, 64}}) {
     for (const std::string spec : {"causal", "sliding_window:w=9", "random:p=0.1,seed=4", "bigbird:block=8,w=1,g=1,r=1,seed=2"}) {
       const Mask mask = pattern_of(spec, s.seqlen_q, s.seqlen_k);
-      for (const int64_t line_words : {1, 3, 16, 32}) {
+      for (const int64_t line_words : {1, 2, 3, 8, 16, 32}) {
         for (const int64_t m : cache_sizes(s, 2)) check_counts(spec, mask, s, m, line_words);
       }
     }

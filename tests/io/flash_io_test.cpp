@@ -170,7 +170,7 @@ TEST(FlashIo, CountedLinesEqualPredictedForEveryLineSize) {
                               {33, 20, 1, 128}, {7, 0, 8, 8}};
   for (const HeadShape& s : shapes) {
     HeadFixture head(s);
-    for (const int64_t line_words : {1, 3, 32}) {
+    for (const int64_t line_words : {1, 2, 3, 8, 32}) {
       for (const int64_t cache_words : cache_sizes(s, 3)) {
         SCOPED_TRACE(describe(s, cache_words) + ", L " + std::to_string(line_words));
         const FlashTiles fwd = flash_tiles(s, cache_words, Pass::forward);

@@ -124,7 +124,7 @@ TEST(CsrLoad, EveryTileMatchesTheFormulaAndTheDenseTile) {
           const Loaded got_t = load(csr.transposed(), col0, row0, cols, rows);
           ASSERT_EQ(got_t.tile, load(dense.transposed(), col0, row0, cols, rows).tile);
           ASSERT_EQ(got_t.ledger.traffic(Operand::k, WordKind::index).reads, words.indices);
-          for (int64_t line : {1, 3, 16}) {
+          for (int64_t line : {1, 2, 3, 8, 16, 32}) {
             const CsrTileWords lines = csr_tile_words(view, row0, rows, col0, cols, line);
             const Loaded counted = load(csr, row0, col0, rows, cols, line);
             ASSERT_EQ(counted.ledger.lines(Operand::k, WordKind::value).reads, lines.value_lines) << "L " << line;

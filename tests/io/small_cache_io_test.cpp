@@ -139,7 +139,7 @@ TEST(SmallCacheIo, RectangularAndMixedHeadDimsCountExactly) {
 TEST(SmallCacheIo, LinesCountExactlyForEveryLineSize) {
   for (const HeadShape shape : {HeadShape{97, 257, 64, 16}, HeadShape{64, 64, 64, 64},
                                 HeadShape{33, 20, 1, 7}, HeadShape{20, 1, 8, 1}}) {
-    for (int64_t line_words : {1, 3, 8, 32}) {
+    for (int64_t line_words : {1, 2, 3, 8, 32}) {
       for (int64_t cache_words : {21, 300, 4000}) check_counts(shape, cache_words, line_words);
     }
   }

@@ -75,17 +75,19 @@ int64_t gathered_in_pieces = 0;
 
 // Runs forward and backward counted at fast memory M and checks every count against the
 // prediction, in total and per operand, words and lines.
-void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int64_t cache_words) {
+void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int64_t cache_words,
+                  int64_t line_words = spattn::io::kDefaultLineWords) {
   SCOPED_TRACE(::testing::Message()
                << "seqlen_q " << shape.seqlen_q << " seqlen_k " << shape.seqlen_k << " d "
                << shape.head_dim << " d_v " << shape.head_dim_v << " nnz " << mask.nnz() << " M "
-               << cache_words);
+               << cache_words << " L " << line_words);
   const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
   const int64_t nnz = mask.nnz(), rows = mask.nonempty_rows();
   HeadFixture head(shape);
 
-  const auto forward_tiles = sparse_small_cache_tiles(shape, mask, cache_words, Pass::forward);
-  Ledger forward;
+  const auto forward_tiles =
+      sparse_small_cache_tiles(shape, mask, cache_words, Pass::forward, spattn::PlanObjective::words, line_words);
+  Ledger forward(line_words);
   {
     FastMemory fast(cache_words, &forward, "sparse_small_cache forward");
     sparse_small_cache_forward(fast, head.forward(), mask, forward_tiles);
@@ -108,8 +110,9 @@ void check_counts(const HeadShape& shape, const SparseSmallCacheMask& mask, int6
   EXPECT_EQ(reads(forward, Operand::v), mask.touched_keys(output.block_rows) * e);
   EXPECT_EQ(forward.traffic(Operand::p, WordKind::value).total(), 0);  // never materialized
 
-  const auto backward_tiles = sparse_small_cache_tiles(shape, mask, cache_words, Pass::backward);
-  Ledger backward;
+  const auto backward_tiles =
+      sparse_small_cache_tiles(shape, mask, cache_words, Pass::backward, spattn::PlanObjective::words, line_words);
+  Ledger backward(line_words);
   {
     FastMemory fast(cache_words, &backward, "sparse_small_cache backward");
     sparse_small_cache_backward(fast, head.backward(), mask, backward_tiles);
@@ -194,6 +197,20 @@ TEST(SparseSmallCacheIo, CountedEqualsPredictedOverThePatternLibrary) {
     }
   }
   EXPECT_GT(gathered_in_pieces, 0);  // the tiles for lines gather dS and P in pieces
+}
+
+// The tiles chosen for lines of L words and a ledger of L: every line size the planner takes.
+TEST(SparseSmallCacheIo, CountedEqualsPredictedAtEveryLineSize) {
+  for (const char* text : {"random:p=0.1,seed=2", "sliding_window:w=5", "causal", "bigbird:block=8,w=1,g=1,r=2"}) {
+    SCOPED_TRACE(text);
+    for (const HeadShape& shape : {HeadShape{97, 97, 16, 16}, HeadShape{61, 130, 8, 5}}) {
+      const SparseSmallCacheMask mask = prepare_mask(sparse_formats::make_pattern(
+          sparse_formats::parse_pattern_spec(text), shape.seqlen_q, shape.seqlen_k));
+      for (const int64_t line_words : {1, 2, 8, 32}) {
+        for (const int64_t cache_words : {11, 200, 4096}) check_counts(shape, mask, cache_words, line_words);
+      }
+    }
+  }
 }
 
 TEST(SparseSmallCacheIo, CountedEqualsPredictedOnStructuredRandomAndEdgeMasks) {
