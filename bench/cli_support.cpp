@@ -119,7 +119,7 @@ CLI::Option* add_line_words_flag(CLI::App* cmd, int64_t& line_words) {
         try {
           size_t used = 0;
           const long long value = std::stoll(text, &used);
-          if (used == text.size() && value >= 1 && value <= io::kMaxLineWords && (value & (value - 1)) == 0) return "";
+          if (used == text.size() && io::is_plan_line_words(value)) return "";
         } catch (const std::exception&) {
         }
         return "must be a power of two from 1 to " + std::to_string(io::kMaxLineWords) + ", got '" + text + "'";

@@ -82,6 +82,11 @@ std::vector<int64_t> curve_cache_words(const std::vector<int64_t>& grid) {
 
 std::string times(double x) { return format_real(x, 2) + "x"; }
 
+// Where the bound's branches meet: "8188 (Z_input^2/Z_QK)" or "4096 (d^2)".
+std::string theory_text(const Crossover& c) {
+  return format_count(std::llround(c.theory)) + (c.masked ? " (Z_input^2/Z_QK)" : " (d^2)");
+}
+
 // Every switch M over the theory's M ("0.79, 1.6"), or "-" when there is none or no theory.
 std::string switch_ratios(const Crossover& c) {
   if (c.switches.empty() || c.theory <= 0) return "-";
@@ -137,8 +142,7 @@ void print_summary(const std::vector<Row>& rows, const std::vector<Crossover>& c
       const double m = static_cast<double>(c.switches[i]);
       found += (i ? ", " : "") + std::to_string(c.switches[i]) + (c.masked ? "" : " = " + format_real(m / d2, 2) + " d^2");
     }
-    table.add_row({"  " + c.pattern, found,
-                   format_count(std::llround(c.theory)) + (c.masked ? " (Z_input^2/Z_QK)" : " (d^2)"), switch_ratios(c),
+    table.add_row({"  " + c.pattern, found, theory_text(c), switch_ratios(c),
                    times(lowest) + " to " + times(highest)});
   }
   std::cout << "- Per mask: every M at which the planner's choice changes (flash above the last one), where the "
@@ -174,8 +178,7 @@ void print_models_side_by_side(const std::vector<ModelRun>& models) {
   Table table(header);
   for (size_t i = 0; i < models.front().crossovers.size(); ++i) {
     const Crossover& first = models.front().crossovers[i];
-    std::vector<std::string> row{"  " + first.pattern,
-                                 format_count(std::llround(first.theory)) + (first.masked ? " (Z_input^2/Z_QK)" : " (d^2)")};
+    std::vector<std::string> row{"  " + first.pattern, theory_text(first)};
     for (const ModelRun& model : models) row.push_back(switch_ratios(model.crossovers[i]));
     table.add_row(row);
   }
@@ -211,7 +214,7 @@ void run_main_job(RunFlags flags) {
   const std::vector<int64_t> curve_grid = flags.plot.empty() ? std::vector<int64_t>{} : curve_cache_words(grid);
   std::vector<ModelRun> models;
   for (int64_t line_words : parse_int_axis(flags.line_words, "--line-words", 1)) {
-    if (line_words > io::kMaxLineWords || (line_words & (line_words - 1)) != 0) {
+    if (!io::is_plan_line_words(line_words)) {
       throw UsageError("--line-words: " + std::to_string(line_words) + " is not a power of two from 1 to " +
                        std::to_string(io::kMaxLineWords));
     }

@@ -17,6 +17,7 @@
 #include "speed_cases.hpp"
 #include "speed_report.hpp"
 
+#include <spattn/io.hpp>
 #include <spattn/mask.hpp>
 #include <spattn/plan.hpp>
 #include <spattn/version.hpp>
@@ -148,7 +149,16 @@ int main(int argc, char** argv) {
   app.add_option("--heads", settings.heads, "heads (batch 1)");
   app.add_option("--line-words,-L", settings.line_words,
                  "line size L of the I/O model in words (0 = 16): the tiles and the counted lines follow it")
-      ->check(CLI::IsMember({0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              const long long value = std::stoll(text);
+              if (value == 0 || io::is_plan_line_words(value)) return "";
+            } catch (const std::exception&) {
+            }
+            return "must be 0 or a power of two from 1 to " + std::to_string(io::kMaxLineWords) + ", got " + text;
+          },
+          "0 OR A POWER OF TWO"));
   app.add_option("--csv", csv_path, "also write the rows to this CSV file");
   app.add_option("--sgemm-size", sgemm_size, "size of the roofline sgemm (n x n x n)");
   app.add_flag("--no-sgemm", no_sgemm, "skip the sgemm roofline");

@@ -79,6 +79,11 @@ void check_line_words(const char* where, int64_t line_words);
 // The largest line the planner takes: 1024 words (4 KiB of fp32, a page).
 inline constexpr int64_t kMaxLineWords = 1024;
 
+// A line size the planner takes: a power of two from 1 to kMaxLineWords.
+inline constexpr bool is_plan_line_words(int64_t line_words) {
+  return line_words >= 1 && line_words <= kMaxLineWords && (line_words & (line_words - 1)) == 0;
+}
+
 // The line size a plan is made for (AttentionOptions::line_words): `requested` when > 0, else the
 // ledger's when one is given, else kDefaultLineWords. InvalidArgument naming `where` and the value
 // unless it is a power of two from 1 to kMaxLineWords, or when a ledger counts lines of another

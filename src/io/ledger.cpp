@@ -48,7 +48,7 @@ int64_t plan_line_words(const char* where, int64_t requested, const Ledger* ledg
   if (requested < 0) fail(where, ": line_words = ", requested, " must be >= 0 (0: the ledger's, else ", kDefaultLineWords, ")");
   const int64_t line_words = requested > 0 ? requested : (ledger != nullptr ? ledger->line_words() : kDefaultLineWords);
   const char* which = requested > 0 ? "line_words" : "the ledger's line_words";
-  if (line_words > kMaxLineWords || (line_words & (line_words - 1)) != 0) {
+  if (!is_plan_line_words(line_words)) {
     fail(where, ": ", which, " = ", line_words, " must be a power of two from 1 to ", kMaxLineWords);
   }
   if (ledger != nullptr && ledger->line_words() != line_words) {
