@@ -102,13 +102,16 @@ NestTiles choose(const Nest& nest, int64_t cache_words, int64_t outer_limit) {
   const int64_t inner_cap = std::max<int64_t>(nest.inner_rows, 1);
   const int64_t outer_1 = nest.outer_fit(cache_words, 1);
   NestTiles tiles;
-  tiles.inner = std::clamp<int64_t>(std::min(kMaxInnerRows, outer_1 / kInnerFraction), 1, inner_cap);
-  tiles.outer = std::min(nest.outer_fit(cache_words, tiles.inner), outer_cap);
-  if (tiles.outer < 1) tiles = {std::min(outer_1, outer_cap), 1};  // defensive; see docs/flash.md
-  if (tiles.outer == outer_cap) {
-    // The sequence caps the outer tile: give the memory left to the inner tile (no word count
-    // changes, the loops get coarser).
-    tiles.inner = std::max(tiles.inner, std::min(nest.inner_fit(cache_words, tiles.outer), inner_cap));
+  if (outer_1 >= outer_cap) {
+    // The whole sequence fits as one outer tile: take it, so the inner operands stream once, and
+    // give the memory left to the inner tile (a smaller inner tile than kMaxInnerRows where that
+    // is what keeps the outer tile whole: splitting it would read the inner operands twice).
+    tiles.outer = outer_cap;
+    tiles.inner = std::clamp<int64_t>(nest.inner_fit(cache_words, outer_cap), 1, inner_cap);
+  } else {
+    tiles.inner = std::clamp<int64_t>(std::min(kMaxInnerRows, outer_1 / kInnerFraction), 1, inner_cap);
+    tiles.outer = std::min(nest.outer_fit(cache_words, tiles.inner), outer_cap);
+    if (tiles.outer < 1) tiles = {std::min(outer_1, outer_cap), 1};  // defensive; see docs/flash.md
   }
   if (outer_limit < tiles.outer && outer_limit >= 1) {
     tiles.outer = outer_limit;
