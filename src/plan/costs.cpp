@@ -4,13 +4,12 @@
 
 #include "mask/mask_cache.hpp"
 #include "plan/flash_tile_choice.hpp"
+#include "plan/memo_table.hpp"
 #include "plan/price.hpp"
 #include "plan/sparse_small_cache_tile_choice.hpp"
 #include "schedules/flash/flash_flops.hpp"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -184,11 +183,20 @@ HeadCosts head_costs(const schedules::HeadShape& shape, const Mask* mask, int64_
                      Pass pass, PlanObjective objective) {
   check_countable(shape);
   io::check_line_words("plan", line_words);
-  HeadCosts costs;
   if (mask == nullptr || mask->is_full()) {
-    costs.flash = flash_cost(shape, nullptr, cache_words, line_words, pass, objective, costs.flash_tiles);
-    costs.small_cache = small_cache_cost(shape, cache_words, line_words, pass, costs.small_cache_tiles);
-    return costs;
+    // The dense costs follow from the shape, M, L and the pass (the tiles do not depend on the
+    // objective): kept per key, as every call over a full mask plans again (the dense tile search
+    // took about 3 ms a plan, more than the attention itself below n = 1024 at d = 64).
+    using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+    static MemoTable<Key, HeadCosts> dense_costs;
+    const Key key{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v, cache_words, line_words,
+                  static_cast<int>(pass)};
+    return dense_costs.get(key, [&] {
+      HeadCosts costs;
+      costs.flash = flash_cost(shape, nullptr, cache_words, line_words, pass, objective, costs.flash_tiles);
+      costs.small_cache = small_cache_cost(shape, cache_words, line_words, pass, costs.small_cache_tiles);
+      return costs;
+    });
   }
   const detail::MaskCache::MemoNumbers numbers{shape.head_dim, shape.head_dim_v, cache_words,
                                                static_cast<int64_t>(pass), static_cast<int64_t>(objective), line_words};
@@ -262,19 +270,9 @@ std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask
 // them: found once per (seqlen_q, seqlen_k, d, d_v, L, pass) and kept (a bounded, locked table).
 std::vector<int64_t> dense_switches(const schedules::HeadShape& shape, int64_t line_words, Pass pass) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>;
-  static std::mutex mutex;
-  static std::map<Key, std::vector<int64_t>> table;
+  static MemoTable<Key, std::vector<int64_t>> table;
   const Key key{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v, line_words, static_cast<int>(pass)};
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto found = table.find(key);
-    if (found != table.end()) return found->second;
-  }
-  std::vector<int64_t> switches = find_switches(shape, nullptr, line_words, pass, PlanObjective::words);  // outside the lock
-  std::lock_guard<std::mutex> lock(mutex);
-  if (table.size() >= 4096) table.clear();  // many distinct shapes: start over rather than grow
-  table.emplace(key, switches);
-  return switches;
+  return table.get(key, [&] { return find_switches(shape, nullptr, line_words, pass, PlanObjective::words); });
 }
 
 // The switch nearest to cache_words (the smaller on a tie); 0 when there is none.
