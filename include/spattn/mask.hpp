@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace spattn {
@@ -77,9 +78,14 @@ class Mask {
   // one and a block mask's row intervals once built. The schedules' cached structures are not
   // included.
   int64_t memory_bytes() const;
-  // The element-level structure. For the full, interval and block forms it is built on the first call
-  // (O(nnz) words: for a reference or an export, not what the schedules read).
+  // The element-level structure, int64. For the full, interval and block forms it is built on the
+  // first call (O(nnz) words: for a reference or an export, not what the schedules read), and so it
+  // is for an element mask held as int32 (csr32()).
   sparse_formats::CsrPatternView<int64_t> csr() const;
+  // The element form's own arrays where they are int32: an element mask holds int32 indices (4
+  // bytes a pair) whenever its seqlen_k and nnz are below 2^31, and the schedules read these.
+  // std::nullopt for the other forms and for element masks past int32 (held as int64: csr()).
+  std::optional<sparse_formats::CsrPatternView<int32_t>> csr32() const;
 
   detail::MaskCache& cache() const;  // for the library's schedules
 
@@ -88,6 +94,9 @@ class Mask {
   explicit Mask(std::shared_ptr<State> state) : state_(std::move(state)) {}
   // The state of an interval or block mask of this shape; refuses a pair count int64 cannot hold.
   static std::shared_ptr<State> structured_state(int64_t seqlen_q, int64_t seqlen_k, const std::string& what);
+  // The state of a valid element pattern, held as int32 where it fits (csr32()).
+  template <typename Index>
+  static std::shared_ptr<State> element_state(sparse_formats::CsrPattern<Index>&& pattern);
   std::shared_ptr<State> state_;
 };
 

@@ -13,6 +13,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 
 namespace spattn {
 
@@ -25,9 +26,10 @@ struct Mask::State {
   std::optional<sparse_formats::BsrMask<int32_t>> blocks;    // the block form
   mutable std::mutex block_rows_mutex;                         // (taken after csr_mutex, never before)
   mutable std::optional<sparse_formats::IntervalPattern> block_rows;  // the block form's rows, lazily
+  std::optional<sparse_formats::CsrPattern<int32_t>> elements32;  // the element form, where int32 holds it
   mutable std::mutex csr_mutex;
   mutable bool csr_built = false;                   // (under csr_mutex)
-  mutable sparse_formats::CsrPattern<int64_t> csr;  // the element form; built lazily for the others
+  mutable sparse_formats::CsrPattern<int64_t> csr;  // the element form past int32; built lazily for the others
   mutable detail::MaskCache cache;
 };
 
@@ -43,8 +45,11 @@ const char* form_name(MaskForm form) {
 
 namespace {
 
-bool covers_everything(const sparse_formats::CsrPattern<int64_t>& csr) {
-  return csr.nnz() == csr.num_rows * csr.num_cols;
+// Whether an element mask's arrays fit int32: its columns (below seqlen_k) and its row pointers
+// (up to nnz).
+bool fits_int32(int64_t seqlen_k, int64_t nnz) {
+  const int64_t top = std::numeric_limits<int32_t>::max();
+  return seqlen_k <= top && nnz <= top;
 }
 
 }  // namespace
@@ -64,16 +69,29 @@ Mask Mask::full(int64_t seqlen_q, int64_t seqlen_k) {
   return Mask(std::move(state));
 }
 
-Mask Mask::from_csr(sparse_formats::CsrPattern<int64_t>&& pattern, const std::string& what) {
-  sparse_formats::validate(pattern, what);
+// The state of a valid element pattern of either index type, taken over: int32 arrays where they
+// fit (converted from int64), else int64.
+template <typename Index>
+std::shared_ptr<Mask::State> Mask::element_state(sparse_formats::CsrPattern<Index>&& pattern) {
   auto state = std::make_shared<State>();
   state->seqlen_q = pattern.num_rows;
   state->seqlen_k = pattern.num_cols;
-  state->full = covers_everything(pattern);
   state->nnz = pattern.nnz();
-  state->csr = std::move(pattern);
-  state->csr_built = true;
-  return Mask(std::move(state));
+  state->full = state->nnz == state->seqlen_q * state->seqlen_k;
+  if constexpr (std::is_same_v<Index, int32_t>) {
+    state->elements32 = std::move(pattern);
+  } else if (fits_int32(state->seqlen_k, state->nnz)) {
+    state->elements32 = sparse_formats::convert_index<int32_t>(pattern.view());
+  } else {
+    state->csr = std::move(pattern);
+    state->csr_built = true;
+  }
+  return state;
+}
+
+Mask Mask::from_csr(sparse_formats::CsrPattern<int64_t>&& pattern, const std::string& what) {
+  sparse_formats::validate(pattern, what);
+  return Mask(element_state(std::move(pattern)));
 }
 
 std::shared_ptr<Mask::State> Mask::structured_state(int64_t seqlen_q, int64_t seqlen_k, const std::string& what) {
@@ -138,11 +156,12 @@ Mask Mask::from_csr(const sparse_formats::CsrPatternView<int64_t>& pattern, cons
   const int64_t nnz = pattern.nnz();
   if (nnz < 0) fail(what, ": row_ptr[", pattern.num_rows, "] = ", nnz, " must be >= 0");
   sparse_formats::validate(pattern, pattern.num_rows + 1, nnz, what);
+  if (fits_int32(pattern.num_cols, nnz)) return Mask(element_state(sparse_formats::convert_index<int32_t>(pattern)));
   sparse_formats::CsrPattern<int64_t> copy(
       pattern.num_rows, pattern.num_cols,
       std::vector<int64_t>(pattern.row_ptr, pattern.row_ptr + pattern.num_rows + 1),
       std::vector<int64_t>(pattern.col_idx, pattern.col_idx + nnz));
-  return from_csr(std::move(copy), what);
+  return Mask(element_state(std::move(copy)));
 }
 
 Mask Mask::from_csr(const sparse_formats::CsrPatternView<int32_t>& pattern, const std::string& what) {
@@ -152,7 +171,7 @@ Mask Mask::from_csr(const sparse_formats::CsrPatternView<int32_t>& pattern, cons
   const int64_t nnz = pattern.nnz();
   if (nnz < 0) fail(what, ": row_ptr[", pattern.num_rows, "] = ", nnz, " must be >= 0");
   sparse_formats::validate(pattern, pattern.num_rows + 1, nnz, what);
-  return from_csr(sparse_formats::convert_index<int64_t>(pattern), what);
+  return Mask(element_state(sparse_formats::convert_index<int32_t>(pattern)));
 }
 
 Mask Mask::from_spec(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k) {
@@ -167,6 +186,14 @@ Mask Mask::from_spec(const std::string& spec, int64_t seqlen_q, int64_t seqlen_k
       return from_blocks(sparse_formats::intervals_to_bsr_mask<int32_t>(*intervals, block->first, block->second), spec);
     }
     return from_intervals(std::move(*intervals), spec);
+  }
+  // Where every pair fits int32, the generator writes the int32 form directly (no int64 copy on
+  // the way); past it the pairs it makes decide (element_state).
+  const int64_t int32_max = std::numeric_limits<int32_t>::max();
+  if (seqlen_q >= 0 && seqlen_k >= 0 && (seqlen_k == 0 || seqlen_q <= int32_max / seqlen_k)) {
+    auto pattern = sparse_formats::make_pattern<int32_t>(parsed, seqlen_q, seqlen_k);
+    sparse_formats::validate(pattern, spec);
+    return Mask(element_state(std::move(pattern)));
   }
   return from_csr(sparse_formats::make_pattern<int64_t>(parsed, seqlen_q, seqlen_k), spec);
 }
@@ -203,6 +230,10 @@ const sparse_formats::IntervalPattern* Mask::row_intervals() const {
 int64_t Mask::memory_bytes() const {
   int64_t bytes = state_->intervals ? state_->intervals->memory_bytes() : 0;
   if (state_->blocks) bytes += block_bytes(*state_->blocks);
+  if (state_->elements32) {
+    bytes += static_cast<int64_t>(sizeof(int32_t) *
+                                  (state_->elements32->row_ptr.size() + state_->elements32->col_idx.size()));
+  }
   std::lock_guard<std::mutex> lock(state_->csr_mutex);
   if (state_->csr_built) {
     bytes += static_cast<int64_t>(sizeof(int64_t) * (state_->csr.row_ptr.size() + state_->csr.col_idx.size()));
@@ -221,11 +252,21 @@ sparse_formats::CsrPatternView<int64_t> Mask::csr() const {
   std::lock_guard<std::mutex> lock(state_->csr_mutex);
   if (!state_->csr_built) {
     const sparse_formats::IntervalPattern* rows = state_->full ? nullptr : row_intervals();
-    state_->csr = rows != nullptr ? sparse_formats::intervals_to_csr<int64_t>(*rows)
-                                  : sparse_formats::full_pattern<int64_t>(state_->seqlen_q, state_->seqlen_k);
+    if (rows != nullptr) {
+      state_->csr = sparse_formats::intervals_to_csr<int64_t>(*rows);
+    } else if (state_->elements32) {
+      state_->csr = sparse_formats::convert_index<int64_t>(state_->elements32->view());
+    } else {
+      state_->csr = sparse_formats::full_pattern<int64_t>(state_->seqlen_q, state_->seqlen_k);
+    }
     state_->csr_built = true;
   }
   return state_->csr.view();
+}
+
+std::optional<sparse_formats::CsrPatternView<int32_t>> Mask::csr32() const {
+  if (state_->full || !state_->elements32) return std::nullopt;
+  return state_->elements32->view();
 }
 
 detail::MaskCache& Mask::cache() const { return state_->cache; }
@@ -244,7 +285,9 @@ std::shared_ptr<const schedules::FlashMask> MaskCache::flash(const Mask& mask,
     entry = std::make_shared<const schedules::FlashMask>(
         mask.row_intervals() != nullptr
             ? schedules::build_flash_mask(*mask.row_intervals(), transposed.get(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass)
-            : schedules::build_flash_mask(mask.csr(), mask.seqlen_q(), mask.seqlen_k(), tiles, pass));
+            : with_element_csr(mask, [&](const auto& csr) {
+                return schedules::build_flash_mask(csr, mask.seqlen_q(), mask.seqlen_k(), tiles, pass);
+              }));
   }
   return entry;
 }
@@ -264,7 +307,11 @@ std::shared_ptr<const sparse_formats::IntervalPattern> MaskCache::transposed_int
 
 std::shared_ptr<const schedules::SparseSmallCacheMask> MaskCache::small_cache(const Mask& mask) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!small_cache_) small_cache_ = std::make_shared<const schedules::SparseSmallCacheMask>(mask.csr());
+  if (!small_cache_) {
+    small_cache_ = with_element_csr(mask, [](const auto& csr) {
+      return std::make_shared<const schedules::SparseSmallCacheMask>(csr);
+    });
+  }
   return small_cache_;
 }
 
@@ -273,7 +320,9 @@ std::shared_ptr<const schedules::SparseMaskCounts> MaskCache::small_cache_counts
   if (!small_cache_counts_) {
     small_cache_counts_ = mask.row_intervals() != nullptr
                               ? std::make_shared<const schedules::SparseMaskCounts>(*mask.row_intervals())
-                              : std::make_shared<const schedules::SparseMaskCounts>(mask.csr());
+                              : with_element_csr(mask, [](const auto& csr) {
+                                  return std::make_shared<const schedules::SparseMaskCounts>(csr);
+                                });
   }
   return small_cache_counts_;
 }

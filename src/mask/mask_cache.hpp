@@ -25,6 +25,14 @@
 
 namespace spattn::detail {
 
+// f(view) over an element mask's own CSR: its int32 arrays where it holds them (Mask::csr32()),
+// else csr() (int64; built on the first call for the other forms). f returns one type for both.
+template <typename F>
+auto with_element_csr(const Mask& mask, F&& f) {
+  if (const auto csr32 = mask.csr32()) return f(*csr32);
+  return f(mask.csr());
+}
+
 struct MaskCache {
   std::shared_ptr<const schedules::FlashMask> flash(const Mask& mask, const schedules::FlashTiles& tiles,
                                                     Pass pass);

@@ -2,6 +2,8 @@
 // key positions, and the keys some queries attend.
 #include <spattn/shard.hpp>
 
+#include "mask/mask_cache.hpp"
+
 #include <spattn/error.hpp>
 
 #include <sparse_formats/csr.hpp>
@@ -73,7 +75,8 @@ std::vector<PlacedRange> placed_by_begin(const char* where, const std::vector<In
 // columns and `cols` ascend, so the walk alternates two binary searches: skip the row's columns
 // before the current range, copy those inside it, skip the ranges that end before the next
 // column. It costs the columns copied plus a search per range visited, never the columns skipped.
-void select_row(const int64_t* first, const int64_t* last, const std::vector<PlacedRange>& cols,
+template <typename Index>
+void select_row(const Index* first, const Index* last, const std::vector<PlacedRange>& cols,
                 std::vector<int64_t>& out) {
   auto range = cols.begin();
   while (first != last && range != cols.end()) {
@@ -143,19 +146,21 @@ Mask select_mask(const Mask& mask, const std::vector<IndexRange>& rows, const st
   if (const sparse_formats::IntervalPattern* intervals = mask.row_intervals()) {
     return Mask::from_intervals(select_intervals(*intervals, rows, num_rows, placed_cols, num_cols, cols_in_order), where);
   }
-  const sparse_formats::CsrPatternView<int64_t> csr = mask.csr();
   std::vector<int64_t> row_ptr;
   row_ptr.reserve(static_cast<size_t>(num_rows) + 1);
   row_ptr.push_back(0);
   std::vector<int64_t> col_idx;
-  for (const IndexRange& range : rows) {
-    for (int64_t row = range.begin; row < range.end; ++row) {
-      const size_t row_start = col_idx.size();
-      select_row(csr.col_idx + csr.row_begin(row), csr.col_idx + csr.row_end(row), placed_cols, col_idx);
-      if (!cols_in_order) std::sort(col_idx.begin() + static_cast<std::ptrdiff_t>(row_start), col_idx.end());
-      row_ptr.push_back(static_cast<int64_t>(col_idx.size()));
+  detail::with_element_csr(mask, [&](const auto& csr) {
+    for (const IndexRange& range : rows) {
+      for (int64_t row = range.begin; row < range.end; ++row) {
+        const size_t row_start = col_idx.size();
+        select_row(csr.col_idx + csr.row_begin(row), csr.col_idx + csr.row_end(row), placed_cols, col_idx);
+        if (!cols_in_order) std::sort(col_idx.begin() + static_cast<std::ptrdiff_t>(row_start), col_idx.end());
+        row_ptr.push_back(static_cast<int64_t>(col_idx.size()));
+      }
     }
-  }
+    return 0;
+  });
   sparse_formats::CsrPattern<int64_t> pattern(num_rows, num_cols, std::move(row_ptr), std::move(col_idx));
   return Mask::from_csr(std::move(pattern), where);
 }
@@ -188,11 +193,13 @@ std::vector<int64_t> attended_keys(const Mask& mask, const std::vector<IndexRang
     }
     return keys;
   }
-  const sparse_formats::CsrPatternView<int64_t> csr = mask.csr();
   std::vector<char> attended(static_cast<size_t>(mask.seqlen_k()), 0);
-  for (const IndexRange& range : rows) {
-    for (int64_t p = csr.row_begin(range.begin); p < csr.row_begin(range.end); ++p) attended[static_cast<size_t>(csr.col_idx[p])] = 1;
-  }
+  detail::with_element_csr(mask, [&](const auto& csr) {
+    for (const IndexRange& range : rows) {
+      for (int64_t p = csr.row_begin(range.begin); p < csr.row_begin(range.end); ++p) attended[static_cast<size_t>(csr.col_idx[p])] = 1;
+    }
+    return 0;
+  });
   for (int64_t key = 0; key < mask.seqlen_k(); ++key) {
     if (attended[static_cast<size_t>(key)]) keys.push_back(key);
   }

@@ -102,7 +102,9 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   if (mask != nullptr) {
     // The rows' first and last keys, from the mask's own form.
     const auto spans = mask->row_intervals() != nullptr ? schedules::flash_detail::mask_spans(*mask->row_intervals())
-                                                     : schedules::flash_detail::mask_spans(mask->csr());
+                                                     : detail::with_element_csr(*mask, [](const auto& csr) {
+                                                         return schedules::flash_detail::mask_spans(csr);
+                                                       });
     tiles = schedules::masked_flash_tiles(shape, cache_words, pass, spans, objective);
   } else {
     tiles = schedules::flash_tiles(shape, cache_words, pass);

@@ -108,6 +108,32 @@ TEST(MaskForms, TheElementStructureOfAnIntervalMaskIsBuiltOnRequest) {
   EXPECT_EQ(window.memory_bytes(), compact + 8 * (10 + pairs.nnz()));
 }
 
+// An element mask holds int32 indices where they fit: 4 bytes a pair and a row, whichever way it
+// was built; csr() builds the int64 structure on request, beside them. The other forms hold none.
+TEST(MaskForms, AnElementMaskHoldsInt32IndicesWhereTheyFit) {
+  const std::string spec = "random:p=0.1,seed=1";
+  const auto pairs = sparse_formats::make_pattern<int64_t>(sparse_formats::parse_pattern_spec(spec), 97, 257);
+  ASSERT_GT(pairs.nnz(), 0);
+  const auto pairs32 = sparse_formats::convert_index<int32_t>(pairs.view());
+  for (const Mask& mask : {Mask::from_spec(spec, 97, 257), Mask::from_csr(pairs.view()), Mask::from_csr(pairs32.view()),
+                           Mask::from_csr(sparse_formats::CsrPattern<int64_t>(pairs))}) {
+    ASSERT_EQ(mask.form(), MaskForm::elements);
+    const auto csr32 = mask.csr32();
+    ASSERT_TRUE(csr32.has_value());
+    EXPECT_EQ(std::vector<int32_t>(csr32->row_ptr, csr32->row_ptr + 98), pairs32.row_ptr);
+    EXPECT_EQ(std::vector<int32_t>(csr32->col_idx, csr32->col_idx + csr32->nnz()), pairs32.col_idx);
+    EXPECT_EQ(mask.memory_bytes(), 4 * (98 + pairs.nnz()));
+    const auto csr = mask.csr();
+    EXPECT_EQ(std::vector<int64_t>(csr.row_ptr, csr.row_ptr + 98), pairs.row_ptr);
+    EXPECT_EQ(std::vector<int64_t>(csr.col_idx, csr.col_idx + csr.nnz()), pairs.col_idx);
+    EXPECT_EQ(mask.memory_bytes(), 4 * (98 + pairs.nnz()) + 8 * (98 + pairs.nnz()));
+  }
+  EXPECT_FALSE(Mask::from_spec("causal", 9, 9).csr32().has_value());
+  EXPECT_FALSE(Mask::from_spec("bigbird:block=4,w=1,g=1,r=1,seed=2", 16, 16).csr32().has_value());
+  EXPECT_FALSE(Mask::full(9, 9).csr32().has_value());
+  EXPECT_FALSE(Mask::from_csr(sparse_formats::full_pattern<int64_t>(9, 9)).csr32().has_value());  // full form
+}
+
 TEST(MaskForms, BadIntervalsAreRefusedNamingTheArgument) {
   sparse_formats::IntervalPattern overlapping(1, 8, {0, 2}, {0, 3}, {4, 6});
   try {

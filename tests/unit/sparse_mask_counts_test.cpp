@@ -99,3 +99,42 @@ TEST(SparseMaskCounts, TilesAndPredictionsEqualThePreparedMasks) {
     }
   }
 }
+
+// An int32 pattern (an element Mask's own arrays, Mask::csr32) counts what the same pattern as
+// int64 counts, on the runs path and on the entries path, and prepares the same int64 copy.
+TEST(SparseMaskCounts, Int32PatternsCountAndPrepareAsInt64Ones) {
+  bool saw_runs = false, saw_entries = false;
+  for (const std::string spec : {"sliding_window:w=3 | random:p=0.02,seed=6", "random:p=0.6,seed=5", "causal"}) {
+    SCOPED_TRACE(spec);
+    const auto parsed = sparse_formats::parse_pattern_spec(spec);
+    const auto csr64 = sparse_formats::make_pattern<int64_t>(parsed, 97, 80);
+    const auto csr32 = sparse_formats::make_pattern<int32_t>(parsed, 97, 80);
+    const SparseMaskCounts counts64(csr64.view()), counts32(csr32.view());
+    (counts32.uses_runs() ? saw_runs : saw_entries) = true;
+    ASSERT_GT(counts32.nnz(), 0);
+    EXPECT_EQ(counts32.uses_runs(), counts64.uses_runs());
+    EXPECT_EQ(counts32.nnz(), counts64.nnz());
+    EXPECT_EQ(counts32.nonempty_rows(), counts64.nonempty_rows());
+    EXPECT_EQ(counts32.nonempty_cols(), counts64.nonempty_cols());
+    for (int64_t block = 1; block <= 99; ++block) {
+      EXPECT_EQ(counts32.touched_keys(block), counts64.touched_keys(block)) << block;
+      EXPECT_EQ(counts32.touched_queries(block), counts64.touched_queries(block)) << block;
+    }
+    for (const int64_t run : {1, 2, 4, 16}) {
+      EXPECT_EQ(counts32.entry_runs(run, false), counts64.entry_runs(run, false)) << run;
+      EXPECT_EQ(counts32.entry_runs(run, true), counts64.entry_runs(run, true)) << run;
+      for (const int64_t block_keys : {1, 3, 16, 80}) {
+        EXPECT_EQ(counts32.gathers(block_keys, run).loads, counts64.gathers(block_keys, run).loads);
+        EXPECT_EQ(counts32.gathers(block_keys, run).words, counts64.gathers(block_keys, run).words);
+      }
+    }
+    const SparseSmallCacheMask prepared64(csr64.view()), prepared32(csr32.view());
+    EXPECT_EQ(prepared32.row_ptr(), prepared64.row_ptr());
+    EXPECT_EQ(prepared32.col_idx(), prepared64.col_idx());
+    EXPECT_EQ(prepared32.col_ptr(), prepared64.col_ptr());
+    EXPECT_EQ(prepared32.row_idx(), prepared64.row_idx());
+    EXPECT_EQ(prepared32.csr_position(), prepared64.csr_position());
+  }
+  EXPECT_TRUE(saw_runs);
+  EXPECT_TRUE(saw_entries);
+}

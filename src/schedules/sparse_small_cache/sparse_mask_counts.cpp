@@ -12,6 +12,18 @@ namespace spattn::schedules {
 // counted from the runs' coverage (+1 at a run's first key, -1 past its last).
 SparseMaskCounts::SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>& csr)
     : seqlen_q_(csr.num_rows), seqlen_k_(csr.num_cols), row_ptr_(csr.row_ptr), col_idx_(csr.col_idx) {
+  count_runs(csr);
+}
+
+SparseMaskCounts::SparseMaskCounts(const sparse_formats::CsrPatternView<int32_t>& csr)
+    : seqlen_q_(csr.num_rows), seqlen_k_(csr.num_cols), col_idx32_(csr.col_idx) {
+  positions_.assign(csr.row_ptr, csr.row_ptr + std::max<int64_t>(csr.num_rows, 0) + 1);
+  row_ptr_ = positions_.data();
+  count_runs(csr);
+}
+
+template <typename Index>
+void SparseMaskCounts::count_runs(const sparse_formats::CsrPatternView<Index>& csr) {
   const int64_t m = std::max<int64_t>(csr.num_rows, 0), n = std::max<int64_t>(csr.num_cols, 0);
   nnz_ = csr.nnz();
   const auto max_runs = static_cast<size_t>(nnz_ / 4);
@@ -135,8 +147,10 @@ int64_t SparseMaskCounts::entry_runs(int64_t run, bool transposed) const {
   return remembered(key_runs_memo_, run, [this](int64_t r) {
     const int64_t n = std::max<int64_t>(seqlen_k_, 0);
     std::vector<int64_t> col_ptr(static_cast<size_t>(n + 1), 0);
-    if (col_idx_ != nullptr) {
-      for (int64_t p = 0; p < nnz_; ++p) ++col_ptr[static_cast<size_t>(col_idx_[p] + 1)];
+    if (has_columns()) {
+      with_columns([&](const auto* columns) {
+        for (int64_t p = 0; p < nnz_; ++p) ++col_ptr[static_cast<size_t>(columns[p] + 1)];
+      });
     } else {  // the keys' counts from the runs: +1 from a run's first key to its last, summed below
       std::vector<int64_t> difference(static_cast<size_t>(n + 1), 0);
       for (size_t k = 0; k < run_begin_.size(); ++k) {
@@ -238,14 +252,16 @@ void SparseMaskCounts::for_each_segment(int64_t block_keys, Visit&& visit) const
       continue;
     }
     const int64_t row_end = row_ptr_[i + 1];
-    while (p < row_end) {
-      const int64_t block = col_idx_[p] / block_keys;
-      const int64_t block_end = (block + 1) * block_keys;
-      int64_t end = p + 1;
-      while (end < row_end && col_idx_[end] < block_end) ++end;
-      visit(i, block, p, end);
-      p = end;
-    }
+    with_columns([&](const auto* columns) {
+      while (p < row_end) {
+        const int64_t block = columns[p] / block_keys;
+        const int64_t block_end = (block + 1) * block_keys;
+        int64_t end = p + 1;
+        while (end < row_end && columns[end] < block_end) ++end;
+        visit(i, block, p, end);
+        p = end;
+      }
+    });
   }
 }
 
@@ -259,16 +275,18 @@ int64_t SparseMaskCounts::touched_keys_by_entries(int64_t block_rows) const {
   const int64_t m = seqlen_q_;
   std::vector<int64_t> last(static_cast<size_t>(std::max<int64_t>(seqlen_k_, 0)), -1);
   int64_t touched = 0;
-  for (int64_t row0 = 0, b = 0; row0 < m; row0 += block_rows, ++b) {
-    const int64_t end = row_ptr_[std::min(row0 + block_rows, m)];
-    for (int64_t p = row_ptr_[row0]; p < end; ++p) {
-      int64_t& seen = last[static_cast<size_t>(col_idx_[p])];
-      if (seen != b) {
-        seen = b;
-        ++touched;
+  with_columns([&](const auto* columns) {
+    for (int64_t row0 = 0, b = 0; row0 < m; row0 += block_rows, ++b) {
+      const int64_t end = row_ptr_[std::min(row0 + block_rows, m)];
+      for (int64_t p = row_ptr_[row0]; p < end; ++p) {
+        int64_t& seen = last[static_cast<size_t>(columns[p])];
+        if (seen != b) {
+          seen = b;
+          ++touched;
+        }
       }
     }
-  }
+  });
   return touched;
 }
 

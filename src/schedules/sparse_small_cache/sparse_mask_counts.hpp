@@ -25,6 +25,8 @@ class SparseMaskCounts {
  public:
   // `csr` must be a valid pattern (sparse_formats::validate: columns in range, strictly increasing
   // in each row) and outlive this object. O(nnz + seqlen_q + seqlen_k).
+  // An int32 pattern's row pointers are copied (O(seqlen_q)); its columns are read where they lie.
+  explicit SparseMaskCounts(const sparse_formats::CsrPatternView<int32_t>& csr);
   explicit SparseMaskCounts(const sparse_formats::CsrPatternView<int64_t>& csr);
   // The same counts from an interval mask (valid: sparse_formats::validate), whose intervals are
   // the runs: O(seqlen_q + intervals) words (the CSR positions of the rows and a copy of the
@@ -80,6 +82,15 @@ class SparseMaskCounts {
   std::vector<Gathers> count_gathers(int64_t block_keys, const std::vector<int64_t>& runs) const;
   template <typename Visit>
   void for_each_segment(int64_t block_keys, Visit&& visit) const;
+  template <typename Index>
+  void count_runs(const sparse_formats::CsrPatternView<Index>& csr);
+  // f(columns) over the CSR's column array, whichever its index type (with_columns: only for a
+  // CSR-built object, has_columns()).
+  bool has_columns() const { return col_idx_ != nullptr || col_idx32_ != nullptr; }
+  template <typename F>
+  auto with_columns(F&& f) const {
+    return col_idx32_ != nullptr ? f(col_idx32_) : f(col_idx_);
+  }
   static constexpr int64_t kGatherRuns = 16;  // the runs counted together (powers of two, to a line)
 
   mutable std::mutex memo_mutex_;
@@ -93,7 +104,8 @@ class SparseMaskCounts {
   // `positions_` built from the intervals.
   const int64_t* row_ptr_ = nullptr;
   std::vector<int64_t> positions_;
-  const int64_t* col_idx_ = nullptr;  // (nnz): the CSR's columns; nullptr for intervals
+  const int64_t* col_idx_ = nullptr;    // (nnz): an int64 CSR's columns; nullptr for intervals
+  const int32_t* col_idx32_ = nullptr;  // (nnz): an int32 CSR's columns
   int64_t nnz_ = 0;
   int64_t nonempty_rows_ = 0;
   int64_t nonempty_cols_ = 0;

@@ -73,6 +73,7 @@ using IndexArray = std::vector<int64_t, LineAlignedAllocator<int64_t>>;
 // validates the pattern (sparse_formats::validate; FormatError naming "mask").
 class SparseSmallCacheMask {
  public:
+  explicit SparseSmallCacheMask(const sparse_formats::CsrPatternView<int32_t>& mask);
   explicit SparseSmallCacheMask(const sparse_formats::CsrPatternView<int64_t>& mask);
 
   int64_t seqlen_q() const { return seqlen_q_; }
@@ -94,6 +95,8 @@ class SparseSmallCacheMask {
   int64_t touched_queries(int64_t block_cols) const;
 
  private:
+  template <typename Index>
+  void build(const sparse_formats::CsrPatternView<Index>& mask);
   int64_t seqlen_q_ = 0;
   int64_t seqlen_k_ = 0;
   int64_t nonempty_rows_ = 0;

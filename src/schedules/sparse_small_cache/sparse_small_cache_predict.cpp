@@ -20,7 +20,12 @@ namespace spattn::schedules {
 
 // ---- the prepared mask ------------------------------------------------------------------------
 
-SparseSmallCacheMask::SparseSmallCacheMask(const sparse_formats::CsrPatternView<int64_t>& mask) {
+SparseSmallCacheMask::SparseSmallCacheMask(const sparse_formats::CsrPatternView<int32_t>& mask) { build(mask); }
+SparseSmallCacheMask::SparseSmallCacheMask(const sparse_formats::CsrPatternView<int64_t>& mask) { build(mask); }
+
+// The copy is int64 whatever the mask's index type: its arrays are the schedule's slow memory.
+template <typename Index>
+void SparseSmallCacheMask::build(const sparse_formats::CsrPatternView<Index>& mask) {
   // A view cannot know its arrays' lengths: they are taken to be what the view says (nnz is read
   // only once the shape is known to be sane).
   const bool readable = mask.row_ptr != nullptr && mask.num_rows >= 0;
