@@ -159,7 +159,6 @@ Mask select_mask(const Mask& mask, const std::vector<IndexRange>& rows, const st
         row_ptr.push_back(static_cast<int64_t>(col_idx.size()));
       }
     }
-    return 0;
   });
   sparse_formats::CsrPattern<int64_t> pattern(num_rows, num_cols, std::move(row_ptr), std::move(col_idx));
   return Mask::from_csr(std::move(pattern), where);
@@ -198,7 +197,6 @@ std::vector<int64_t> attended_keys(const Mask& mask, const std::vector<IndexRang
     for (const IndexRange& range : rows) {
       for (int64_t p = csr.row_begin(range.begin); p < csr.row_begin(range.end); ++p) attended[static_cast<size_t>(csr.col_idx[p])] = 1;
     }
-    return 0;
   });
   for (int64_t key = 0; key < mask.seqlen_k(); ++key) {
     if (attended[static_cast<size_t>(key)]) keys.push_back(key);

@@ -58,9 +58,10 @@ bool same_tiles(const schedules::SparseSmallCacheTiles& a, const schedules::Spar
 // Where the counted lines are a real cache's: the simulator check (tests/cache_sim, an LRU cache of
 // 2M words with 64-byte lines, so measured at L = 16) holds them within [0.8, 1.25] of its misses
 // from M = 2 L^2 when a head row is at least 4 lines (head_dim >= 4 L), and from 32 L^2 for rows
-// of 1 to 3 lines (measured at head_dim 16, 32, 64 and 128). Below that the call's own state (stack, the kernels' constants) beside the tiles
-// outgrows the cache's headroom, and the dK/dV pass's 1-row query tiles read LSE and D a word a
-// line (docs/io_model.md, "The line size as a parameter"). Rows shorter than a line are not checked.
+// of 1 to 3 lines (measured at head_dim 16, 32, 64 and 128). Below that the call's own state
+// (stack, the kernels' constants) beside the tiles outgrows the cache's headroom, and the dK/dV
+// pass's 1-row query tiles read LSE and D a word a line (docs/io_model.md, "The line size as a
+// parameter"). Rows shorter than a line are not checked.
 void report_line_domain(std::ostream& out, int64_t line_words, int64_t head_dim, int64_t cache_words) {
   const int64_t tall = 2 * line_words * line_words;
   const int64_t short_rows = 32 * line_words * line_words;

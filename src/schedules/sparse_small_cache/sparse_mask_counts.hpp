@@ -100,8 +100,8 @@ class SparseMaskCounts {
 
   int64_t seqlen_q_ = 0;
   int64_t seqlen_k_ = 0;
-  // (seqlen_q + 1): the CSR position where each row's entries start: the CSR's own row_ptr, or
-  // `positions_` built from the intervals.
+  // (seqlen_q + 1): the CSR position where each row's entries start: an int64 CSR's own row_ptr,
+  // or `positions_` (an int32 CSR's row_ptr widened, or built from the intervals).
   const int64_t* row_ptr_ = nullptr;
   std::vector<int64_t> positions_;
   const int64_t* col_idx_ = nullptr;    // (nnz): an int64 CSR's columns; nullptr for intervals
