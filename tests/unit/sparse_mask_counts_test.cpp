@@ -5,9 +5,12 @@
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 #include "plan/sparse_small_cache_tile_choice.hpp"
 
+#include <sparse_formats/intervals.hpp>
 #include <sparse_formats/patterns.hpp>
 
 #include <gtest/gtest.h>
+
+#include <optional>
 
 #include <string>
 #include <vector>
@@ -48,6 +51,70 @@ TEST(SparseMaskCounts, GathersHandCounted) {
   expect(2, 4, 1 + 2, 4 + (4 + 1));    // keys {0, 1}: {0..3}; {2, 3}: {0..3}, {4}
   expect(1, 4, 1 + 1 + 1 + 2, 4 * 4 + 1);  // key 3 holds positions 2 and 4
   expect(2, 4, 3, 9);                  // remembered: the same again
+}
+
+namespace {
+
+// The gathers by their rule, entry by entry: key block b's walk meets its entries in CSR order and
+// loads the piece of `run` positions holding an entry unless it loaded that piece last.
+SparseMaskCounts::Gathers walk_gathers(const sparse_formats::CsrPatternView<int64_t>& csr, int64_t block_keys,
+                                       int64_t run) {
+  const int64_t nnz = csr.nnz();
+  std::vector<int64_t> held((csr.num_cols + block_keys - 1) / block_keys, -1);
+  SparseMaskCounts::Gathers gathers;
+  for (int64_t i = 0; i < csr.num_rows; ++i) {
+    for (int64_t p = csr.row_ptr[i]; p < csr.row_ptr[i + 1]; ++p) {
+      int64_t& piece = held[static_cast<size_t>(csr.col_idx[p] / block_keys)];
+      if (piece == p / run) continue;
+      piece = p / run;
+      ++gathers.loads;
+      gathers.words += std::min((piece + 1) * run, nnz) - piece * run;
+    }
+  }
+  return gathers;
+}
+
+}  // namespace
+
+// The runs' closed form (windows, documents, blocks: a few runs of consecutive keys a row), the
+// segment walk (unstructured masks) and an interval mask's counts all equal the walk entry by
+// entry, for every block size and run: pieces split by block boundaries, pieces a block holds
+// from the row before, several blocks loading the last, clipped piece.
+TEST(SparseMaskCounts, GathersEqualAWalkOfEveryEntry) {
+  const std::vector<std::string> specs = {
+      "causal", "sliding_window:w=7", "sliding_window:w=1", "documents:lengths=30/0/40/27,causal=1",
+      "bigbird:block=8,w=1,g=1,r=2,seed=3", "dilated_window:w=5,dilation=3", "fixed:stride=16,c=3",
+      "random:p=0.1,seed=4", "random:p=0.6,seed=5", "sliding_window:w=3 | random:p=0.02,seed=6", "full"};
+  bool saw_runs = false, saw_entries = false, saw_intervals = false;
+  for (const std::string& spec : specs) {
+    for (const auto& [m, n] : {std::pair<int64_t, int64_t>{97, 97}, {64, 80}, {7, 7}, {1, 1}}) {
+      if (spec.rfind("documents", 0) == 0 && m != 97) continue;  // its lengths add up to 97
+      SCOPED_TRACE(spec + " " + std::to_string(m) + " x " + std::to_string(n));
+      const auto parsed = sparse_formats::parse_pattern_spec(spec);
+      const auto csr = sparse_formats::make_pattern<int64_t>(parsed, m, n);
+      const SparseMaskCounts counts(csr.view());
+      (counts.uses_runs() ? saw_runs : saw_entries) = true;
+      const auto intervals = sparse_formats::make_interval_pattern(parsed, m, n);
+      std::optional<SparseMaskCounts> interval_counts;
+      if (intervals) interval_counts.emplace(*intervals);
+      saw_intervals = saw_intervals || intervals.has_value();
+      for (int64_t block_keys = 1; block_keys <= n + 2; ++block_keys) {
+        for (const int64_t run : {2, 3, 4, 5, 8, 16}) {
+          const auto expected = walk_gathers(csr.view(), block_keys, run);
+          EXPECT_GT(expected.loads, csr.nnz() > 0 ? 0 : -1);
+          const auto counted = counts.gathers(block_keys, run);
+          EXPECT_EQ(counted.loads, expected.loads) << block_keys << " keys, run " << run;
+          EXPECT_EQ(counted.words, expected.words) << block_keys << " keys, run " << run;
+          if (!interval_counts) continue;
+          EXPECT_EQ(interval_counts->gathers(block_keys, run).loads, expected.loads) << block_keys << " keys, run " << run;
+          EXPECT_EQ(interval_counts->gathers(block_keys, run).words, expected.words) << block_keys << " keys, run " << run;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(saw_runs);
+  EXPECT_TRUE(saw_entries);
+  EXPECT_TRUE(saw_intervals);
 }
 
 TEST(SparseMaskCounts, EqualThePreparedMasksCountsForEveryBlockSize) {
@@ -138,3 +205,4 @@ TEST(SparseMaskCounts, Int32PatternsCountAndPrepareAsInt64Ones) {
   EXPECT_TRUE(saw_runs);
   EXPECT_TRUE(saw_entries);
 }
+

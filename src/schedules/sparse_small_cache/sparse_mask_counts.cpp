@@ -164,107 +164,6 @@ int64_t SparseMaskCounts::entry_runs(int64_t run, bool transposed) const {
   });
 }
 
-SparseMaskCounts::Gathers SparseMaskCounts::gathers(int64_t block_keys, int64_t run) const {
-  block_keys = std::max<int64_t>(block_keys, 1);
-  run = std::max<int64_t>(run, 1);
-  if (run == 1) return {nnz_, nnz_};
-  {
-    std::lock_guard<std::mutex> lock(memo_mutex_);
-    const auto found = gathers_memo_.find({block_keys, run});
-    if (found != gathers_memo_.end()) return found->second;
-  }
-  // One walk of the segments counts every power-of-two run up to kGatherRuns at once (the tile
-  // choice asks for each of them with the same block); others alone.
-  std::vector<int64_t> runs;
-  const bool power = (run & (run - 1)) == 0;
-  for (int64_t r = 2; power && r <= kGatherRuns; r *= 2) runs.push_back(r);
-  if (runs.empty() || runs.back() < run) runs.assign(1, run);
-  const std::vector<Gathers> counted = count_gathers(block_keys, runs);
-  std::lock_guard<std::mutex> lock(memo_mutex_);
-  for (size_t i = 0; i < runs.size(); ++i) gathers_memo_.emplace(std::make_pair(block_keys, runs[i]), counted[i]);
-  return gathers_memo_.at({block_keys, run});
-}
-
-// last_end[b] = one past the last position key block b loaded (-1: none), for every run at once:
-// block b holds piece (last_end[b] - 1) / run. A segment [begin, end) of block b (consecutive
-// positions) loads its pieces from begin / run to (end - 1) / run, all but the first when block b
-// holds that one already. The runs asked together are powers of two: pieces by shifts.
-std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers(int64_t block_keys,
-                                                                     const std::vector<int64_t>& runs) const {
-  const int64_t blocks = (std::max<int64_t>(seqlen_k_, 0) + block_keys - 1) / block_keys;
-  std::vector<int64_t> last_end(static_cast<size_t>(blocks), -1);
-  std::vector<Gathers> gathers(runs.size());
-  const auto piece_words = [this](int64_t piece, int64_t run) {
-    return std::min((piece + 1) * run, nnz_) - piece * run;
-  };
-  const auto count = [&](auto&& piece_of) {
-    for_each_segment(block_keys, [&](int64_t, int64_t block, int64_t begin, int64_t end) {
-      int64_t& held_end = last_end[static_cast<size_t>(block)];
-      for (size_t i = 0; i < runs.size(); ++i) {
-        const int64_t first = piece_of(begin, i), final_piece = piece_of(end - 1, i);
-        const int64_t from = piece_of(held_end - 1, i) == first ? first + 1 : first;
-        if (final_piece >= from) {
-          gathers[i].loads += final_piece - from + 1;
-          gathers[i].words += (final_piece - from) * runs[i] + piece_words(final_piece, runs[i]);
-        }
-      }
-      held_end = end;
-    });
-  };
-  std::vector<int> shift(runs.size(), -1);
-  bool powers = true;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    for (int bit = 0; bit < 62 && shift[i] < 0; ++bit) {
-      if (runs[i] == int64_t{1} << bit) shift[i] = bit;
-    }
-    powers = powers && shift[i] >= 0;
-  }
-  if (powers) {
-    count([&](int64_t position, size_t i) { return position >> shift[i]; });  // (floor for -2 too)
-  } else {
-    count([&](int64_t position, size_t i) {
-      return position >= 0 ? position / runs[i] : -1;  // -1: the held piece of a block that loaded none
-    });
-  }
-  return gathers;
-}
-
-// visit(row, block, begin, end) for each query row's positions in each block of block_keys keys, in
-// CSR order (the positions of one row in one block are consecutive): from the runs of consecutive
-// keys when they are kept, else entry by entry.
-template <typename Visit>
-void SparseMaskCounts::for_each_segment(int64_t block_keys, Visit&& visit) const {
-  const int64_t m = std::max<int64_t>(seqlen_q_, 0);
-  for (int64_t i = 0; i < m; ++i) {
-    int64_t p = row_ptr_[i];
-    if (uses_runs()) {
-      for (int64_t r = run_ptr_[static_cast<size_t>(i)]; r < run_ptr_[static_cast<size_t>(i + 1)]; ++r) {
-        const int64_t run_end = run_end_[static_cast<size_t>(r)];
-        int64_t key = run_begin_[static_cast<size_t>(r)];
-        for (int64_t block = key / block_keys, block_end = (block + 1) * block_keys; key < run_end;
-             ++block, block_end += block_keys) {
-          const int64_t stop = std::min(run_end, block_end);
-          visit(i, block, p, p + stop - key);
-          p += stop - key;
-          key = stop;
-        }
-      }
-      continue;
-    }
-    const int64_t row_end = row_ptr_[i + 1];
-    with_columns([&](const auto* columns) {
-      while (p < row_end) {
-        const int64_t block = columns[p] / block_keys;
-        const int64_t block_end = (block + 1) * block_keys;
-        int64_t end = p + 1;
-        while (end < row_end && columns[end] < block_end) ++end;
-        visit(i, block, p, end);
-        p = end;
-      }
-    });
-  }
-}
-
 int64_t SparseMaskCounts::count_touched_keys(int64_t block_rows) const {
   if (block_rows == 1) return nnz_;  // a row's keys are distinct
   return uses_runs() ? touched_keys_by_runs(block_rows) : touched_keys_by_entries(block_rows);
@@ -337,7 +236,7 @@ int64_t SparseMaskCounts::touched_keys_by_runs(int64_t block_rows) const {
 // Per query row, the distinct blocks of block_cols keys its entries fall in. From the runs: a run
 // [begin, end) reaches the blocks begin / block_cols .. (end - 1) / block_cols, the row's runs
 // ascend, so only a run's first block can be the previous run's last (O(runs)). Else a row's
-// segments visit its blocks in increasing order, one or more segments each.
+// entries visit its blocks in increasing order.
 int64_t SparseMaskCounts::count_touched_queries(int64_t block_cols) const {
   if (block_cols == 1) return nnz_;  // a key's query rows are distinct
   if (uses_runs()) {
@@ -357,11 +256,16 @@ int64_t SparseMaskCounts::count_touched_queries(int64_t block_cols) const {
     }
     return touched;
   }
-  int64_t touched = 0, last_row = -1, last_block = -1;
-  for_each_segment(block_cols, [&](int64_t row, int64_t block, int64_t, int64_t) {
-    if (row != last_row || block != last_block) ++touched;
-    last_row = row;
-    last_block = block;
+  int64_t touched = 0;
+  with_columns([&](const auto* columns) {
+    for (int64_t i = 0; i < std::max<int64_t>(seqlen_q_, 0); ++i) {
+      int64_t last_block = -1;
+      for (int64_t p = row_ptr_[i]; p < row_ptr_[i + 1]; ++p) {
+        const int64_t block = columns[p] / block_cols;
+        if (block != last_block) ++touched;
+        last_block = block;
+      }
+    }
   });
   return touched;
 }

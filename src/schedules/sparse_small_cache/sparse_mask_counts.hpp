@@ -60,8 +60,9 @@ class SparseMaskCounts {
   // hold a block's entries, each loaded whole once per walk (the walk meets a block's entries in
   // CSR order: query by query, then key by key), and the words they carry (a piece is clipped at
   // nnz). {nnz, nnz} when run = 1. Remembered like the touched counts, every power of two up to
-  // a line of 16 counted at once; O(segments + seqlen_q + seqlen_k / block_keys), a segment being
-  // a query row's consecutive entries in one key block (at most nnz of them).
+  // a line of 16 counted at once; O(runs x 16 + seqlen_q) from the runs, else
+  // O(segments + seqlen_q + seqlen_k / block_keys), a segment being a query row's consecutive
+  // entries in one key block (at most nnz of them).
   struct Gathers {
     int64_t loads = 0;
     int64_t words = 0;
@@ -78,10 +79,10 @@ class SparseMaskCounts {
   // get(block) from memo, computing it with count(block) outside the lock the first time.
   template <typename Key, typename Value, typename Count>
   Value remembered(std::map<Key, Value>& memo, Key key, Count&& count) const;
-  // Gathers for each of `runs` with one walk of the segments.
-  std::vector<Gathers> count_gathers(int64_t block_keys, const std::vector<int64_t>& runs) const;
-  template <typename Visit>
-  void for_each_segment(int64_t block_keys, Visit&& visit) const;
+  // Gathers for each of `runs` with one walk (sparse_mask_gathers.cpp): of the entries' segments,
+  // or of the runs (uses_runs()).
+  std::vector<Gathers> count_gathers_by_entries(int64_t block_keys, const std::vector<int64_t>& runs) const;
+  std::vector<Gathers> count_gathers_by_runs(int64_t block_keys, const std::vector<int64_t>& runs) const;
   template <typename Index>
   void count_runs(const sparse_formats::CsrPatternView<Index>& csr);
   // f(columns) over the CSR's column array, whichever its index type (with_columns: only for a
