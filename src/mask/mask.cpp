@@ -308,9 +308,11 @@ std::shared_ptr<const sparse_formats::IntervalPattern> MaskCache::transposed_int
 std::shared_ptr<const schedules::SparseSmallCacheMask> MaskCache::small_cache(const Mask& mask) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!small_cache_) {
-    small_cache_ = with_element_csr(mask, [](const auto& csr) {
-      return std::make_shared<const schedules::SparseSmallCacheMask>(csr);
-    });
+    small_cache_ = mask.row_intervals() != nullptr
+                       ? std::make_shared<const schedules::SparseSmallCacheMask>(*mask.row_intervals())
+                       : with_element_csr(mask, [](const auto& csr) {
+                           return std::make_shared<const schedules::SparseSmallCacheMask>(csr);
+                         });
   }
   return small_cache_;
 }

@@ -206,3 +206,28 @@ TEST(SparseMaskCounts, Int32PatternsCountAndPrepareAsInt64Ones) {
   EXPECT_TRUE(saw_entries);
 }
 
+// small_cache's prepared mask built from an interval mask's intervals holds the arrays it holds
+// when built from the same mask's CSR (the copy, the transpose, the positions), and its counts.
+TEST(SparseSmallCacheMask, FromIntervalsEqualsFromTheCsr) {
+  for (const std::string spec : {"causal", "sliding_window:w=5", "documents:lengths=30/0/40/27,causal=1",
+                                  "fixed:stride=16,c=3", "prefix_lm:p=9", "sliding_window:w=20 & documents:num_docs=3"}) {
+    SCOPED_TRACE(spec);
+    const auto parsed = sparse_formats::parse_pattern_spec(spec);
+    const auto intervals = sparse_formats::make_interval_pattern(parsed, 97, 97);
+    ASSERT_TRUE(intervals.has_value());
+    const auto csr = sparse_formats::intervals_to_csr<int64_t>(*intervals);
+    const SparseSmallCacheMask from_intervals(*intervals), from_csr(csr.view());
+    ASSERT_GT(from_intervals.nnz(), 0);
+    EXPECT_EQ(from_intervals.nnz(), from_csr.nnz());
+    EXPECT_EQ(from_intervals.row_ptr(), from_csr.row_ptr());
+    EXPECT_EQ(from_intervals.col_idx(), from_csr.col_idx());
+    EXPECT_EQ(from_intervals.col_ptr(), from_csr.col_ptr());
+    EXPECT_EQ(from_intervals.row_idx(), from_csr.row_idx());
+    EXPECT_EQ(from_intervals.csr_position(), from_csr.csr_position());
+    EXPECT_EQ(from_intervals.nonempty_rows(), from_csr.nonempty_rows());
+    EXPECT_EQ(from_intervals.nonempty_cols(), from_csr.nonempty_cols());
+  }
+  const SparseSmallCacheMask empty(sparse_formats::IntervalPattern::empty(3, 4));
+  EXPECT_EQ(empty.nnz(), 0);
+  EXPECT_EQ(empty.row_ptr().size(), 4u);
+}

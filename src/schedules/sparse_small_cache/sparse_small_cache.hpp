@@ -51,6 +51,7 @@
 #include <spattn/plan.hpp>  // Pass
 
 #include <sparse_formats/csr.hpp>
+#include <sparse_formats/intervals.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -75,6 +76,9 @@ class SparseSmallCacheMask {
  public:
   explicit SparseSmallCacheMask(const sparse_formats::CsrPatternView<int32_t>& mask);
   explicit SparseSmallCacheMask(const sparse_formats::CsrPatternView<int64_t>& mask);
+  // The same arrays from an interval mask (sparse_formats::validate(IntervalPattern)), built from
+  // its intervals: no CSR of the mask is made on the way.
+  explicit SparseSmallCacheMask(const sparse_formats::IntervalPattern& mask);
 
   int64_t seqlen_q() const { return seqlen_q_; }
   int64_t seqlen_k() const { return seqlen_k_; }
@@ -97,6 +101,7 @@ class SparseSmallCacheMask {
  private:
   template <typename Index>
   void build(const sparse_formats::CsrPatternView<Index>& mask);
+  void build_transpose();  // col_ptr_, row_idx_, csr_position_ and the counts, from row_ptr_, col_idx_
   int64_t seqlen_q_ = 0;
   int64_t seqlen_k_ = 0;
   int64_t nonempty_rows_ = 0;

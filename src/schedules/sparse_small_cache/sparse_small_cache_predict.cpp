@@ -8,6 +8,7 @@
 
 #include <spattn/error.hpp>
 
+#include <sparse_formats/intervals.hpp>
 #include <sparse_formats/validate.hpp>
 
 #include <algorithm>
@@ -33,9 +34,35 @@ void SparseSmallCacheMask::build(const sparse_formats::CsrPatternView<Index>& ma
                            readable ? mask.nnz() : 0, "mask");
   seqlen_q_ = mask.num_rows;
   seqlen_k_ = mask.num_cols;
-  const int64_t nnz = mask.nnz();
   row_ptr_.assign(mask.row_ptr, mask.row_ptr + seqlen_q_ + 1);
-  col_idx_.assign(mask.col_idx, mask.col_idx + nnz);
+  col_idx_.assign(mask.col_idx, mask.col_idx + mask.nnz());
+  build_transpose();
+}
+
+// The CSR straight from the intervals (each interval's keys in turn), with no CSR of the mask's own
+// in between.
+SparseSmallCacheMask::SparseSmallCacheMask(const sparse_formats::IntervalPattern& mask) {
+  sparse_formats::validate(mask, "mask");
+  seqlen_q_ = mask.num_rows;
+  seqlen_k_ = mask.num_cols;
+  row_ptr_.assign(static_cast<size_t>(seqlen_q_ + 1), 0);
+  for (int64_t i = 0; i < seqlen_q_; ++i) {
+    int64_t length = 0;
+    for (int64_t k = mask.row_begin(i); k < mask.row_end(i); ++k) {
+      length += mask.end[static_cast<size_t>(k)] - mask.begin[static_cast<size_t>(k)];
+    }
+    row_ptr_[static_cast<size_t>(i + 1)] = row_ptr_[static_cast<size_t>(i)] + length;
+  }
+  col_idx_.resize(static_cast<size_t>(row_ptr_.back()));
+  auto column = col_idx_.begin();
+  for (size_t k = 0; k < mask.begin.size(); ++k) {
+    for (int64_t key = mask.begin[k]; key < mask.end[k]; ++key) *column++ = key;
+  }
+  build_transpose();
+}
+
+void SparseSmallCacheMask::build_transpose() {
+  const int64_t nnz = static_cast<int64_t>(col_idx_.size());
   // The transpose by counting sort: keys' entries come out in increasing row order.
   col_ptr_.assign(static_cast<size_t>(seqlen_k_ + 1), 0);
   for (int64_t col : col_idx_) ++col_ptr_[static_cast<size_t>(col + 1)];
