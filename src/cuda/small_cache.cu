@@ -156,7 +156,7 @@ struct DeviceCsr {
   DeviceBuffer<int32_t> row_ptr, col, t_row_ptr, t_col, perm;
 };
 std::unique_ptr<DeviceCsr> upload_mask(const Mask& mask, bool with_transpose) {
-  const device::Csr32 csr = device::csr32(mask.csr(), "cuda small_cache: mask");
+  const device::Csr32 csr = device::csr32(mask, "cuda small_cache: mask");
   auto d = std::make_unique<DeviceCsr>();
   d->rows = csr.num_rows;
   d->cols = csr.num_cols;

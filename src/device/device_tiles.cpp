@@ -3,6 +3,8 @@
 
 #include <spattn/error.hpp>
 
+#include <sparse_formats/intervals.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -174,20 +176,38 @@ tile_math::TileListsRef host_ref(const FlatTileLists& lists) {
   return ref;
 }
 
-Csr32 csr32(const sparse_formats::CsrPatternView<int64_t>& pattern, const char* what) {
-  if (pattern.nnz() > kInt32Max || pattern.num_rows > kInt32Max || pattern.num_cols > kInt32Max) {
-    fail(what, ": a ", pattern.num_rows, " x ", pattern.num_cols, " mask with ", pattern.nnz(),
-         " attended pairs exceeds cuSPARSE's 32-bit indices");
+Csr32 csr32(const Mask& mask, const char* what) {
+  const int64_t rows = mask.seqlen_q(), cols = mask.seqlen_k(), nnz = mask.nnz();
+  if (nnz > kInt32Max || rows > kInt32Max || cols > kInt32Max) {
+    fail(what, ": a ", rows, " x ", cols, " mask with ", nnz, " attended pairs exceeds cuSPARSE's 32-bit indices");
   }
   Csr32 csr;
-  csr.num_rows = pattern.num_rows;
-  csr.num_cols = pattern.num_cols;
-  csr.row_ptr.resize(static_cast<size_t>(pattern.num_rows + 1));
-  for (int64_t i = 0; i <= pattern.num_rows; ++i) {
-    csr.row_ptr[static_cast<size_t>(i)] = static_cast<int32_t>(pattern.row_ptr[i]);
+  csr.num_rows = rows;
+  csr.num_cols = cols;
+  if (const auto own = mask.csr32()) {  // an element mask's own int32 arrays
+    csr.row_ptr.assign(own->row_ptr, own->row_ptr + rows + 1);
+    csr.col.assign(own->col_idx, own->col_idx + nnz);
+    return csr;
   }
-  csr.col.resize(static_cast<size_t>(pattern.nnz()));
-  for (int64_t p = 0; p < pattern.nnz(); ++p) csr.col[static_cast<size_t>(p)] = static_cast<int32_t>(pattern.col_idx[p]);
+  csr.row_ptr.assign(static_cast<size_t>(rows + 1), 0);
+  csr.col.reserve(static_cast<size_t>(nnz));
+  const sparse_formats::IntervalPattern* intervals = mask.row_intervals();
+  if (mask.is_full() || intervals != nullptr) {  // from the compact form: no int64 CSR on the way
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t first = intervals != nullptr ? intervals->row_begin(i) : 0;
+      const int64_t last = intervals != nullptr ? intervals->row_end(i) : 1;
+      for (int64_t k = first; k < last; ++k) {
+        const int64_t begin = intervals != nullptr ? intervals->begin[static_cast<size_t>(k)] : 0;
+        const int64_t end = intervals != nullptr ? intervals->end[static_cast<size_t>(k)] : cols;
+        for (int64_t key = begin; key < end; ++key) csr.col.push_back(static_cast<int32_t>(key));
+      }
+      csr.row_ptr[static_cast<size_t>(i + 1)] = static_cast<int32_t>(csr.col.size());
+    }
+    return csr;
+  }
+  const sparse_formats::CsrPatternView<int64_t> pattern = mask.csr();  // an element mask held as int64
+  for (int64_t i = 0; i <= rows; ++i) csr.row_ptr[static_cast<size_t>(i)] = static_cast<int32_t>(pattern.row_ptr[i]);
+  for (int64_t p = 0; p < nnz; ++p) csr.col.push_back(static_cast<int32_t>(pattern.col_idx[p]));
   return csr;
 }
 

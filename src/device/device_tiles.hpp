@@ -84,8 +84,11 @@ struct Csr32 {
   // For a transpose: value i of the transpose is value perm[i] of the original.
   std::vector<int32_t> perm;
 };
-// Throws InvalidArgument naming `what` when nnz or a dimension exceeds int32.
-Csr32 csr32(const sparse_formats::CsrPatternView<int64_t>& pattern, const char* what);
+// A mask's pairs in 32-bit CSR, from the form it holds (an element mask's own int32 arrays, the
+// row intervals of an interval or block mask, the full mask's rows): no int64 CSR is expanded
+// for the compact forms. Throws InvalidArgument naming `what`, before allocating, when nnz or a
+// dimension exceeds int32.
+Csr32 csr32(const Mask& mask, const char* what);
 Csr32 csr32_transpose(const Csr32& csr);  // counting sort: O(nnz + num_cols), columns ascending
 
 // ---- shapes --------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ TEST(CudaCsr, TransposeAndPermutationMatchABruteForceTranspose) {
   for (const char* spec : {"random:p=0.15,seed=3", "causal", "bigbird:block=8,seed=1"}) {
     SCOPED_TRACE(spec);
     const Mask mask = Mask::from_spec(spec, 57, 91);
-    const auto csr = spattn::device::csr32(mask.csr(), "mask");
+    const auto csr = spattn::device::csr32(mask, "mask");
     const auto t = spattn::device::csr32_transpose(csr);
     ASSERT_EQ(t.num_rows, 91);
     ASSERT_EQ(t.num_cols, 57);
@@ -46,6 +46,40 @@ TEST(CudaCsr, TransposeAndPermutationMatchABruteForceTranspose) {
         }
       }
     }
+  }
+}
+
+// Every form gives the pairs of its int64 CSR, and the compact forms give them without expanding
+// one (memory_bytes() would count it); past int32 it is refused before anything is built.
+TEST(CudaCsr, EveryMaskFormGivesItsPairsWithoutAnInt64Csr) {
+  const std::vector<std::pair<Mask, spattn::MaskForm>> masks = {
+      {Mask::from_spec("causal", 57, 91), spattn::MaskForm::intervals},
+      {Mask::from_spec("bigbird:block=8,seed=1", 57, 91), spattn::MaskForm::blocks},
+      {Mask::from_spec("random:p=0.15,seed=3", 57, 91), spattn::MaskForm::elements},
+      {Mask::full(57, 91), spattn::MaskForm::full},
+      {Mask::from_spec("sliding_window:w=1", 7, 7), spattn::MaskForm::intervals}};
+  for (const auto& [mask, form] : masks) {
+    SCOPED_TRACE(spattn::form_name(form));
+    ASSERT_EQ(mask.form(), form);
+    mask.row_intervals();  // a block mask's rows as intervals, built on first use as for any schedule
+    const int64_t bytes = mask.memory_bytes();
+    const auto csr = spattn::device::csr32(mask, "mask");
+    EXPECT_EQ(mask.memory_bytes(), bytes);
+    const auto expected = mask.csr();
+    ASSERT_GT(expected.nnz(), 0);
+    ASSERT_EQ(csr.num_rows, expected.num_rows);
+    ASSERT_EQ(csr.num_cols, expected.num_cols);
+    ASSERT_EQ(csr.row_ptr.size(), static_cast<size_t>(expected.num_rows + 1));
+    ASSERT_EQ(csr.col.size(), static_cast<size_t>(expected.nnz()));
+    for (int64_t i = 0; i <= expected.num_rows; ++i) EXPECT_EQ(csr.row_ptr[static_cast<size_t>(i)], expected.row_ptr[i]);
+    for (int64_t p = 0; p < expected.nnz(); ++p) EXPECT_EQ(csr.col[static_cast<size_t>(p)], expected.col_idx[p]);
+  }
+  try {
+    spattn::device::csr32(Mask::from_spec("causal", 100000, 100000), "cuda small_cache: mask");
+    FAIL() << "a mask of 5e9 pairs fits int32";
+  } catch (const spattn::InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cuda small_cache: mask"));
+    EXPECT_THAT(e.what(), HasSubstr("5000050000 attended pairs"));
   }
 }
 
