@@ -2,7 +2,7 @@
 
 #include "speed_cases.hpp"
 
-#include "cpu/workers.hpp"
+#include "api/checks.hpp"
 #include "schedules/flash/flash_heads.hpp"
 #include "schedules/flash/flash_mask.hpp"
 
@@ -45,7 +45,7 @@ std::pair<double, double> run_schedule(ScheduleRun& r, int64_t n, int64_t d, int
   using Out = io::SlowMatrix<float>;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   schedules::FlashTeam team;
-  team.threads = cpu::resolve_threads("spattn_bench", threads);
+  team.threads = api_detail::resolve_threads("spattn_bench", threads);
   team.cache_words = cache_words;
   const std::vector<schedules::HeadForward> forward{{In::dense(r.q.data(), n, d), In::dense(r.k.data(), n, d),
                                                      In::dense(r.v.data(), n, d), Out::dense(r.o.data(), n, d),

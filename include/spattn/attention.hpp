@@ -30,12 +30,16 @@
 
 namespace spattn {
 
+// The most worker threads a call takes (AttentionOptions::threads, and `threads` in Python).
+inline constexpr int kMaxThreads = 4096;
+
 struct AttentionOptions {
   Algorithm algorithm = Algorithm::automatic;
   std::optional<double> scale;   // default 1 / sqrt(head_dim)
   int64_t cache_words = 0;       // fast-memory size M in words; 0 = default_cache_words()
   io::Ledger* ledger = nullptr;  // when set, every word moved is counted into it
-  // Worker threads; 0 = std::thread::hardware_concurrency(). Each worker has its own fast memory
+  // Worker threads, 0 to kMaxThreads; 0 = std::thread::hardware_concurrency() (the PyTorch op: 0 =
+  // torch's intra-op thread count). Each worker has its own fast memory
   // of cache_words words (the model: M per core) and, when counting, its own ledger, merged into
   // `ledger` at the end. Results are bit-identical for every thread count (each output tile is
   // computed by one worker, in a fixed order of operations). flash splits every head's tiles over

@@ -74,7 +74,9 @@ inline AttentionOptions options_of(const c10::optional<double>& scale, const std
   options.cache_words = cache_words;
   options.line_words = line_words;
   options.objective = parse_plan_objective(objective);
-  if (threads < 0 || threads > 4096) fail("threads = ", threads, " must be in [0, 4096]");
+  if (threads < 0 || threads > kMaxThreads) {
+    fail("threads = ", threads, " must be in [0, ", kMaxThreads, "] (0 = torch's intra-op thread count)");
+  }
   options.threads = static_cast<int>(threads == 0 ? at::get_num_threads() : threads);
   return options;
 }

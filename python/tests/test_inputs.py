@@ -1,6 +1,9 @@
 """Masks built every way agree, and bad input is a clear Python exception naming the argument,
 raised before anything runs."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -72,7 +75,9 @@ def bad_call(**changes):
         (dict(objective="speed"), ValueError, "objective must be one of"),
         (dict(cache_words=-1), ValueError, "cache_words must be a non-negative int"),
         (dict(scale=float("nan")), ValueError, "scale must be a finite number"),
-        (dict(threads=0), ValueError, "threads must be a positive int"),
+        (dict(threads=-1), ValueError, "threads = -1 must be an int in [0, 4096]"),
+        (dict(threads=4097), ValueError, "threads = 4097 must be an int in [0, 4096]"),
+        (dict(threads=2.0), ValueError, "threads = 2.0 must be an int"),
         (dict(q=torch.randn(1, 4, 8, 4).double(), k=torch.randn(1, 2, 8, 4).double(),
               v=torch.randn(1, 2, 8, 4).double()), TypeError, "float64 runs only with algorithm='reference'"),
         (dict(cache_words=3, algorithm="flash"), ValueError, "flash forward needs M >="),
@@ -116,3 +121,23 @@ def test_the_ops_take_masks_by_key_and_refuse_a_key_of_no_live_mask():
     with pytest.raises(ValueError, match=f"mask key {stale} names no live spattn Mask"):
         ops.forward(q, q, q, [stale], None, "auto", 0, 0, "time", 1)
     assert st.Mask.from_spec("causal", 4, 4)._key != stale  # keys are never reused
+
+
+def test_threads_zero_and_none_are_torchs_thread_count():
+    q, k, v = torch.randn(1, 4, 8, 4), torch.randn(1, 2, 8, 4), torch.randn(1, 2, 8, 4)
+    mask = st.Mask.from_spec("causal", 8, 8)
+    by_none = st.attention(q, k, v, mask, threads=None)
+    assert by_none.abs().sum() > 0
+    assert torch.equal(st.attention(q, k, v, mask, threads=0), by_none)
+    assert torch.equal(st.attention(q, k, v, mask, threads=4096), by_none)
+
+
+def test_distributed_is_reachable_after_importing_spattn_torch():
+    code = ("import sys, spattn.torch as st\n"
+            "assert 'spattn.torch.distributed' not in sys.modules\n"
+            "assert callable(st.distributed.attention)\n"
+            "import spattn.torch.distributed as d\n"
+            "assert d is st.distributed\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with pytest.raises(AttributeError, match="has no attribute 'distributd'"):
+        st.distributd

@@ -10,7 +10,6 @@
 #include "api/head_views.hpp"
 #include "api/kv_reduction.hpp"
 #include "api/reference_path.hpp"
-#include "cpu/workers.hpp"
 #include "plan/planned_run.hpp"
 #include "plan/planner.hpp"
 
@@ -68,7 +67,7 @@ Plan forward(TensorView<const float> q, TensorView<const float> k, TensorView<co
   check_outputs_apart(where, {named("o", o), named("lse", lse)}, {named("q", q), named("k", k), named("v", v)});
   check_finite_inputs(where, q, k, v);
   const double scale = resolve_scale(where, options, q.head_dim());
-  const int threads = cpu::resolve_threads(where, options.threads);
+  const int threads = resolve_threads(where, options.threads);
   const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::forward, where, options);
 
   if (options.algorithm == Algorithm::reference) {
@@ -103,7 +102,7 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
   check_finite_inputs(where, q, k, v);
   check_finite_backward(where, o, lse, d_o);
   const double scale = resolve_scale(where, options, q.head_dim());
-  const int threads = cpu::resolve_threads(where, options.threads);
+  const int threads = resolve_threads(where, options.threads);
   const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::backward, where, options);
 
   if (options.algorithm == Algorithm::reference) {

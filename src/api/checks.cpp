@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace spattn::api_detail {
@@ -215,6 +216,14 @@ int64_t resolve_cache(const char* where, const AttentionOptions& options) {
 
 int64_t resolve_line_words(const char* where, const AttentionOptions& options) {
   return io::plan_line_words(where, options.line_words, options.ledger);
+}
+
+int resolve_threads(const char* where, int requested) {
+  if (requested < 0 || requested > kMaxThreads) {
+    fail(where, ": threads = ", requested, " must be in [0, ", kMaxThreads, "] (0 = hardware concurrency)");
+  }
+  if (requested > 0) return requested;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace spattn::api_detail

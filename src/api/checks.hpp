@@ -71,4 +71,9 @@ int64_t resolve_cache(const char* where, const AttentionOptions& options);
 // options.line_words resolved (io::plan_line_words: 0 takes the ledger's, else 16).
 int64_t resolve_line_words(const char* where, const AttentionOptions& options);
 
+// The thread count options.threads stands for: itself when positive, else
+// std::thread::hardware_concurrency() (at least 1). Throws InvalidArgument (naming `where`)
+// outside [0, kMaxThreads].
+int resolve_threads(const char* where, int requested);
+
 }  // namespace spattn::api_detail

@@ -9,7 +9,6 @@
 #include "api/head_views.hpp"
 #include "api/kv_reduction.hpp"
 #include "api/sparse_inputs_detail.hpp"
-#include "cpu/workers.hpp"
 #include "plan/planned_run.hpp"
 #include "plan/planner.hpp"
 #include "reference/csr_input_check.hpp"
@@ -247,7 +246,7 @@ Plan forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<floa
   api_detail::check_outputs_apart(where, {api_detail::named("o", o), api_detail::named("lse", lse)}, {});
   const double scale = api_detail::resolve_scale(where, options, shape.head_dim);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
-  const int threads = cpu::resolve_threads(where, options.threads);
+  const int threads = api_detail::resolve_threads(where, options.threads);
   const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words,
                                                  api_detail::resolve_line_words(where, options), Pass::forward,
                                                  options.algorithm);
@@ -284,7 +283,7 @@ Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorVi
       {api_detail::named("o", o), api_detail::named("lse", lse), api_detail::named("d_o", d_o)});
   const double scale = api_detail::resolve_scale(where, options, d);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
-  const int threads = cpu::resolve_threads(where, options.threads);
+  const int threads = api_detail::resolve_threads(where, options.threads);
   const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words,
                                                  api_detail::resolve_line_words(where, options), Pass::backward,
                                                  options.algorithm);

@@ -9,12 +9,6 @@
 
 namespace spattn::cpu {
 
-int resolve_threads(const char* where, int requested) {
-  if (requested < 0) fail(where, ": threads = ", requested, " must be >= 0 (0 = hardware concurrency)");
-  if (requested > 0) return requested;
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 void run_workers(int workers, const std::function<void(int)>& body) {
   if (workers <= 1) {
     body(0);

@@ -17,11 +17,6 @@
 
 namespace spattn::cpu {
 
-// The thread count `requested` stands for: itself when positive, else
-// std::thread::hardware_concurrency() (at least 1). Throws InvalidArgument (naming `where`) when
-// negative.
-int resolve_threads(const char* where, int requested);
-
 // Runs body(worker) for worker = 0 .. workers - 1, worker 0 on the calling thread and the others
 // on threads of their own; returns when all have finished. If any throw, rethrows the exception of
 // the lowest-numbered worker that threw (after all have stopped).

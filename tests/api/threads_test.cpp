@@ -137,30 +137,35 @@ TEST(Threads, EmptyShapesRunOnSeveralThreads) {
   EXPECT_TRUE(no_heads.o.empty());
 }
 
-TEST(Threads, NegativeThreadCountsAreRefusedBeforeAnythingIsWritten) {
-  ApiProblem p = threads_problem(1, 1, 6, 4);
-  p.o.assign(24, 7.0f);
-  p.lse.assign(6, 7.0f);
-  AttentionOptions options;
-  options.threads = -1;
-  try {
-    spattn::attention_forward(p.in(p.q, 1, 6, 4), p.in(p.k, 1, 6, 4), p.in(p.v, 1, 6, 4), p.out(p.o, 1, 6, 4),
-                              p.out(p.lse, 1, 6, 1), options);
-    FAIL() << "expected an error";
-  } catch (const spattn::InvalidArgument& error) {
-    EXPECT_THAT(error.what(), HasSubstr("attention_forward: threads = -1 must be >= 0"));
-  }
-  EXPECT_EQ(p.o, std::vector<float>(24, 7.0f));
-  try {
-    p.dq.assign(24, 0.0f);
-    p.dk.assign(24, 0.0f);
-    p.dv.assign(24, 0.0f);
-    spattn::attention_backward(p.in(p.q, 1, 6, 4), p.in(p.k, 1, 6, 4), p.in(p.v, 1, 6, 4), p.in(p.o, 1, 6, 4),
-                               p.in(p.lse, 1, 6, 1), p.in(p.d_o, 1, 6, 4), p.out(p.dq, 1, 6, 4),
-                               p.out(p.dk, 1, 6, 4), p.out(p.dv, 1, 6, 4), options);
-    FAIL() << "expected an error";
-  } catch (const spattn::InvalidArgument& error) {
-    EXPECT_THAT(error.what(), HasSubstr("attention_backward: threads = -1 must be >= 0"));
+// Outside [0, kMaxThreads] (one rule with the PyTorch op): refused, naming the call and the value.
+TEST(Threads, ThreadCountsOutOfRangeAreRefusedBeforeAnythingIsWritten) {
+  for (const int threads : {-1, spattn::kMaxThreads + 1}) {
+    const std::string value = "threads = " + std::to_string(threads) + " must be in [0, 4096]";
+    ApiProblem p = threads_problem(1, 1, 6, 4);
+    p.o.assign(24, 7.0f);
+    p.lse.assign(6, 7.0f);
+    AttentionOptions options;
+    options.threads = threads;
+    try {
+      spattn::attention_forward(p.in(p.q, 1, 6, 4), p.in(p.k, 1, 6, 4), p.in(p.v, 1, 6, 4), p.out(p.o, 1, 6, 4),
+                                p.out(p.lse, 1, 6, 1), options);
+      FAIL() << "expected an error";
+    } catch (const spattn::InvalidArgument& error) {
+      EXPECT_THAT(error.what(), HasSubstr("attention_forward: " + value));
+    }
+    EXPECT_EQ(p.o, std::vector<float>(24, 7.0f));
+    try {
+      p.dq.assign(24, 0.0f);
+      p.dk.assign(24, 0.0f);
+      p.dv.assign(24, 0.0f);
+      spattn::attention_backward(p.in(p.q, 1, 6, 4), p.in(p.k, 1, 6, 4), p.in(p.v, 1, 6, 4), p.in(p.o, 1, 6, 4),
+                                 p.in(p.lse, 1, 6, 1), p.in(p.d_o, 1, 6, 4), p.out(p.dq, 1, 6, 4),
+                                 p.out(p.dk, 1, 6, 4), p.out(p.dv, 1, 6, 4), options);
+      FAIL() << "expected an error";
+    } catch (const spattn::InvalidArgument& error) {
+      EXPECT_THAT(error.what(), HasSubstr("attention_backward: " + value));
+    }
+    EXPECT_EQ(p.dq, std::vector<float>(24, 0.0f));
   }
 }
 

@@ -17,7 +17,8 @@ With torch >= 2.4 the ops have fake kernels and registered autograd, so ``torch.
 ``attention`` whole (``fullgraph=True``); build the masks outside the compiled function.
 
 For attention split over key parts (context parallelism), ``Mask.select`` gives a part's mask and
-``merge_partials`` combines the parts' outputs into attention over all keys.
+``merge_partials`` combines the parts' outputs into attention over all keys;
+``spattn.torch.distributed.attention`` runs it over torch.distributed ranks.
 """
 
 import json
@@ -61,8 +62,8 @@ def attention(
     differentiable). With ``io`` a dict is appended: the plan that ran and the counted words per
     operand (``predicted_reads`` == ``counted_reads``; CPU only). ``cache_words`` is the fast
     memory M of the CPU schedules (0: spattn's default; on CUDA it must be 0), ``objective`` what
-    the CPU plan minimizes ("time" or "words"), ``threads`` the CPU worker threads (None:
-    torch.get_num_threads()). ``line_words`` is the line size L of the CPU I/O model in words, a
+    the CPU plan minimizes ("time" or "words"), ``threads`` the CPU worker threads (0 to 4096; 0 or
+    None: torch.get_num_threads()). ``line_words`` is the line size L of the CPU I/O model in words, a
     power of two: 1 is the paper's word model, 16 (0: the default) a 64-byte line of float32; the
     tiles, auto's choice and the counts of ``io`` follow it (on CUDA it must be 0).
     """
@@ -138,12 +139,17 @@ class _Attention(torch.autograd.Function):
         return (dq, dk, dv) + (None,) * 9
 
 
+_MAX_THREADS = 4096  # spattn::kMaxThreads (include/spattn/attention.hpp)
+
+
 def _check_threads(threads) -> int:
-    """0 (from None) lets the op use torch's intra-op thread count."""
+    """The rule of the C++ side (AttentionOptions::threads, spattn::kMaxThreads): 0 to 4096, where
+    0 (and None) is torch's intra-op thread count."""
     if threads is None:
         return 0
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"spattn.torch.attention: threads must be a positive int or None, got {threads!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= _MAX_THREADS:
+        raise ValueError(f"spattn.torch.attention: threads = {threads!r} must be an int in [0, {_MAX_THREADS}] "
+                         "(0 or None: torch's intra-op thread count)")
     return threads
 
 
@@ -224,3 +230,14 @@ def _masks_of(where, mask, heads, seqlen_q, seqlen_k) -> List[Mask]:
 
 # After the helpers it uses: the merge of key parts (partials.py).
 from .partials import merge_partials  # noqa: E402
+
+
+def __getattr__(name):
+    """``spattn.torch.distributed`` after ``import spattn.torch``, as ``torch.distributed`` after
+    ``import torch``: imported on first use, so that importing spattn.torch never starts
+    torch.distributed."""
+    if name == "distributed":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.distributed")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
