@@ -65,12 +65,16 @@ inline void __syncwarp() {}
 constexpr int kSlots = kMmaTile / kMmaStrip / kWarps;
 // The dK/dV kernel's (strip, column half) items of a warp: item = warp_index() + slot * kDkdvWarps.
 constexpr int kDkdvSlots = 2 * kMmaTile / kMmaStrip / kDkdvWarps;
+static_assert(kSlots >= 1 && kSlots * kWarps * kMmaStrip == kMmaTile, "every strip has one warp slot");
+static_assert(kDkdvSlots >= 1 && kDkdvSlots * kDkdvWarps * kMmaStrip == 2 * kMmaTile,
+              "every (strip, column half) has one warp slot");
 
 // The forward's softmax: kRowLanes lanes per row (two on the GPU: one shuffle per reduction),
 // each over kRowCols keys; a warp's pass covers kRowStep rows at a time.
 constexpr int kRowLanes = kLanes == 32 ? 2 : 1;
 constexpr int kRowCols = kMmaTile / kRowLanes;
 constexpr int kRowStep = kLanes / kRowLanes;
+static_assert(kMmaTile % kRowLanes == 0 && kLanes % kRowLanes == 0, "a row's keys split evenly over its lanes");
 
 __device__ __forceinline__ float pair_max(float x) {
 #ifndef SPATTN_FLASH_EMULATION
@@ -146,6 +150,8 @@ template <typename T, int Dim>
 struct TilePrefetch {
   static constexpr int kThreads = kWarps * kLanes;  // of the forward and dQ kernels
   static constexpr int kVectors = kMmaTile * Dim / 8 / kThreads;
+  static_assert(kVectors >= 1 && kVectors * 8 * kThreads == kMmaTile * Dim,
+                "a tile is whole 16-byte vectors, as many for every thread");
   uint4 v[kVectors];
   int64_t b = 0, h = 0, s0 = 0, rows = 0, cols = 0;
   bool vectors = false;

@@ -21,6 +21,17 @@ constexpr int kMmaThreads = 32 * kMmaTile / kMmaStrip;  // 128
 constexpr int kDkdvThreads = 2 * kMmaThreads;  // 256
 constexpr int64_t kMmaMaxDim = 128;
 
+// What the kernels and mma_layout divide by these: a tile of whole 16 x 16 matrix tiles and of
+// whole strips; blocks of whole warps, one strip each; the partial tile's bit set in whole bytes
+// and ending 32 bytes aligned (wmma's alignment, for the buffers after it); padded head dims of
+// whole matrix tiles.
+static_assert(kMmaStrip % 16 == 0 && kMmaTile % kMmaStrip == 0, "kMmaTile: whole strips of whole 16 x 16 tiles");
+static_assert(kMmaThreads % 32 == 0 && kMmaThreads / 32 == kMmaTile / kMmaStrip, "a warp per strip");
+static_assert(kDkdvThreads % 32 == 0 && kDkdvThreads / 32 == 2 * (kMmaTile / kMmaStrip),
+              "the dK/dV kernel: two warps per strip");
+static_assert(kMmaTile * kMmaTile % (8 * 32) == 0, "the bit set: whole bytes, the next buffer 32-byte aligned");
+static_assert(kMmaMaxDim % 16 == 0 && kMmaMaxDim <= 128, "head dims padded to 32, 64 or 128");
+
 // The padded head dim of a (d, e) pair: 32, 64 or 128 (0 when max(d, e) > kMmaMaxDim).
 SPATTN_HD constexpr int mma_dim(int64_t d, int64_t e) {
   const int64_t m = d > e ? d : e;
