@@ -1,7 +1,8 @@
 // The planner: for given shapes, masks and fast-memory size M, predict each algorithm's I/O exactly
 // (closed form; the tests prove it equal to the counted I/O), choose the algorithm and its tiles,
-// and say how the choice compares with the lower bound. It is the only place choices are made:
-// a Plan carries what runs (Plan::run), the API runs exactly that, and a Plan prints as a report.
+// and say how the choice compares with the lower bound. A Plan carries what runs (Plan::run), the
+// API runs exactly that, and a Plan prints as a report (docs/architecture.md: where choices are
+// made).
 #pragma once
 
 #include <spattn/bounds.hpp>

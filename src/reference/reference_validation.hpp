@@ -1,6 +1,7 @@
-// Argument checks of the reference, done once at its boundary (design.md rule 4). Each throws
-// spattn::InvalidArgument with a message that starts with the caller's name ("reference::forward")
-// and names the argument and the values. Private to src/reference.
+// Argument checks of the reference, done once at its boundary (docs/architecture.md: validate once,
+// at the API boundary). Each throws spattn::InvalidArgument with a message that starts with the
+// caller's name ("reference::forward") and names the argument and the values. Private to
+// src/reference.
 #pragma once
 
 #include <spattn/reference.hpp>

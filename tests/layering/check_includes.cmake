@@ -1,5 +1,5 @@
 # The layering test: every #include "..." under src/ must point down the allowed order, so that a
-# layer never reads one above it (docs/design: dependencies run one way).
+# layer never reads one above it (docs/architecture.md: dependencies run one way).
 #
 #   cmake -DSOURCE_DIR=<repository root> -P tests/layering/check_includes.cmake
 #
@@ -18,7 +18,7 @@ set(rank_schedules 2)
 set(rank_reference 2)   # the fp64 oracle: independent of the schedules
 set(rank_device 3)      # host planning of the CUDA tiles
 set(rank_mask 4)        # the prepared mask and its cached structures
-set(rank_plan 5)        # the only place choices are made
+set(rank_plan 5)        # where choices are made (docs/architecture.md)
 set(rank_api 6)
 set(rank_cuda 6)
 set(rank_version.cpp 7)

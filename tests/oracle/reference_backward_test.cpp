@@ -1,6 +1,6 @@
 // The fp64 reference backward: values by hand, empty rows, and central finite differences of
 // f = sum(dO ∘ O) against dq, dk, dv on random small problems (the one place the oracle itself
-// is checked against calculus, design.md rule 2).
+// is checked against calculus; the reference is the specification, docs/architecture.md).
 #include <spattn/reference.hpp>
 
 #include "support/reference_fixtures.hpp"

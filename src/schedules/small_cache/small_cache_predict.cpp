@@ -1,4 +1,5 @@
-// The small-cache schedule's tiles (the only place they are chosen) and its exact I/O prediction.
+// The small-cache schedule's tile choice (small_cache_tiles, which the planner calls) and its exact
+// I/O prediction.
 // Derivations: docs/small_cache.md.
 #include "schedules/small_cache/small_cache.hpp"
 
