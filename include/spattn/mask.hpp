@@ -29,9 +29,13 @@
 
 namespace spattn {
 
+class Mask;
 namespace detail {
 struct MaskCache;  // the schedules' prepared structures (src/mask/mask_cache.hpp)
-}
+// What a Mask caches for the library's planner and schedules; not for users (its type is private
+// to the library). Masks that share their state (copies) share it.
+MaskCache& cache_of(const Mask& mask);
+}  // namespace detail
 
 // The form a Mask lives in (above). form_name: "full", "intervals", "blocks" or "elements".
 enum class MaskForm { full, intervals, blocks, elements };
@@ -87,9 +91,8 @@ class Mask {
   // std::nullopt for the other forms and for element masks past int32 (held as int64: csr()).
   std::optional<sparse_formats::CsrPatternView<int32_t>> csr32() const;
 
-  detail::MaskCache& cache() const;  // for the library's schedules
-
  private:
+  friend detail::MaskCache& detail::cache_of(const Mask& mask);
   struct State;
   explicit Mask(std::shared_ptr<State> state) : state_(std::move(state)) {}
   // The state of an interval or block mask of this shape; refuses a pair count int64 cannot hold.

@@ -31,7 +31,7 @@ std::shared_ptr<const DeviceLists> upload_host_built(const std::vector<Mask>& ma
   std::vector<std::shared_ptr<const schedules::FlashMask>> flash_masks;
   std::vector<const schedules::FlashTileLists*> lists;
   for (const Mask& mask : masks) {
-    flash_masks.push_back(mask.cache().flash(mask, tiles, pass));
+    flash_masks.push_back(spattn::detail::cache_of(mask).flash(mask, tiles, pass));
     lists.push_back(key_cols ? &flash_masks.back()->key_cols : &flash_masks.back()->query_rows);
   }
   const FlatTileLists flat = device::flatten_tile_lists(lists);
@@ -76,7 +76,7 @@ class ListCache {
     int device = 0;
     SPATTN_CUDA_CHECK(cudaGetDevice(&device));
     std::vector<const void*> identity;
-    for (const Mask& mask : masks) identity.push_back(&mask.cache());
+    for (const Mask& mask : masks) identity.push_back(&spattn::detail::cache_of(mask));
     const Key key{device, identity, static_cast<int>(pass), tiles.block_q, tiles.block_k,
                   tiles.dkdv_block_q, tiles.dkdv_block_k, key_cols ? 1 : 0};
     std::lock_guard<std::mutex> lock(mutex_);

@@ -36,7 +36,7 @@ class CsrCache {
   std::shared_ptr<const DeviceCsr> get(const Mask& mask) {
     int device = 0;
     SPATTN_CUDA_CHECK(cudaGetDevice(&device));
-    const std::pair<int, const void*> key{device, &mask.cache()};
+    const std::pair<int, const void*> key{device, &spattn::detail::cache_of(mask)};
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = entries_.find(key);
     if (found != entries_.end()) return found->second;

@@ -269,7 +269,7 @@ std::optional<sparse_formats::CsrPatternView<int32_t>> Mask::csr32() const {
   return state_->elements32->view();
 }
 
-detail::MaskCache& Mask::cache() const { return state_->cache; }
+detail::MaskCache& detail::cache_of(const Mask& mask) { return mask.state_->cache; }
 
 namespace detail {
 

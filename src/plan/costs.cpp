@@ -109,7 +109,7 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   } else {
     tiles = schedules::flash_tiles(shape, cache_words, pass);
   }
-  const auto flash_mask = mask != nullptr ? mask->cache().flash(*mask, tiles, pass) : nullptr;
+  const auto flash_mask = mask != nullptr ? detail::cache_of(*mask).flash(*mask, tiles, pass) : nullptr;
   const auto words = pass == Pass::forward
                          ? schedules::predict_flash_forward_words(shape, tiles, flash_mask.get())
                          : schedules::predict_flash_backward_words(shape, tiles, flash_mask.get());
@@ -152,7 +152,7 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
   cost.feasible = cache_words >= cost.min_cache_words && !cost.too_large;
   if (!cost.feasible) return cost;
   // From the mask's counts alone: the schedule's structure is built only if small_cache runs.
-  const auto counts = mask.cache().small_cache_counts(mask);
+  const auto counts = detail::cache_of(mask).small_cache_counts(mask);
   tiles = schedules::sparse_small_cache_tiles(shape, *counts, cache_words, pass, objective, line_words);
   const auto io = pass == Pass::forward
                       ? schedules::predict_sparse_small_cache_forward(shape, *counts, tiles)
@@ -202,7 +202,7 @@ HeadCosts head_costs(const schedules::HeadShape& shape, const Mask* mask, int64_
   }
   const detail::MaskCache::MemoNumbers numbers{shape.head_dim, shape.head_dim_v, cache_words,
                                                static_cast<int64_t>(pass), static_cast<int64_t>(objective), line_words};
-  return mask->cache().remember<HeadCosts>(numbers, [&] {
+  return detail::cache_of(*mask).remember<HeadCosts>(numbers, [&] {
     HeadCosts computed;
     computed.small_cache = masked_small_cache_cost(shape, *mask, cache_words, line_words, pass, objective,
                                                    computed.sparse_small_cache_tiles);
@@ -296,11 +296,11 @@ detail::PlannedGroup planned_group(const Mask& mask, std::vector<int64_t> heads,
   detail::PlannedGroup group{mask, std::move(heads), algorithm, {}, nullptr, {}, {}, nullptr};
   if (algorithm == Algorithm::flash) {
     group.flash_tiles = costs.flash_tiles;
-    if (group.masked()) group.flash_mask = mask.cache().flash(mask, costs.flash_tiles, pass);
+    if (group.masked()) group.flash_mask = detail::cache_of(mask).flash(mask, costs.flash_tiles, pass);
   } else if (group.masked()) {
     // Built here, for the algorithm that runs only (planning read the mask's counts).
     group.sparse_small_cache_tiles = costs.sparse_small_cache_tiles;
-    group.sparse_small_cache_mask = mask.cache().small_cache(mask);
+    group.sparse_small_cache_mask = detail::cache_of(mask).small_cache(mask);
   } else {
     group.small_cache_tiles = costs.small_cache_tiles;
   }

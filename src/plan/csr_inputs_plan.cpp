@@ -30,14 +30,15 @@ constexpr PlanObjective kObjective = PlanObjective::words;
 // runs with.
 schedules::InputIo flash_io(const HeadShape& head, const Mask& mask, const HeadCosts& costs, Pass pass,
                             const HeadInputs& inputs) {
-  const auto flash_mask = mask.is_full() ? nullptr : mask.cache().flash(mask, costs.flash_tiles, pass);
+  const auto flash_mask =
+      mask.is_full() ? nullptr : detail::cache_of(mask).flash(mask, costs.flash_tiles, pass);
   return schedules::predict_flash_with_inputs(head, costs.flash_tiles, flash_mask.get(), pass, inputs);
 }
 
 schedules::InputIo small_cache_io(const HeadShape& head, const Mask& mask, const HeadCosts& costs,
                                   const HeadInputs& inputs) {
   if (mask.is_full()) return schedules::predict_small_cache_with_inputs(head, costs.small_cache_tiles, inputs);
-  return schedules::predict_sparse_small_cache_with_inputs(head, *mask.cache().small_cache(mask),
+  return schedules::predict_sparse_small_cache_with_inputs(head, *detail::cache_of(mask).small_cache(mask),
                                                            costs.sparse_small_cache_tiles, inputs);
 }
 
@@ -171,8 +172,9 @@ Plan plan_csr_inputs(const bounds::DenseShape& shape, const MultiHeadInputs& inp
       heads.push_back(plan_head(shape, inputs.head(b, h), mask_of(h), cache_words, line_words, pass, planned));
     }
   }
-  const bool one_mask = std::all_of(masks.begin(), masks.end(),
-                                    [&](const Mask& mask) { return &mask.cache() == &masks.front().cache(); });
+  const bool one_mask = std::all_of(masks.begin(), masks.end(), [&](const Mask& mask) {
+    return &detail::cache_of(mask) == &detail::cache_of(masks.front());
+  });
   Plan plan = heads.size() == 1 ? heads.front() : sum_heads(heads, planned, one_mask);
   plan.requested = planned;
   // What runs: each mask's heads with the plan's algorithm and the tiles the words were priced with.

@@ -107,7 +107,7 @@ std::vector<HeadGroup> group_heads(const std::vector<Mask>& masks, int64_t heads
   std::map<const void*, size_t> group_of;
   for (int64_t h = 0; h < heads; ++h) {
     const Mask& mask = masks[static_cast<size_t>(h)];
-    const auto [found, inserted] = group_of.emplace(&mask.cache(), groups.size());
+    const auto [found, inserted] = group_of.emplace(&detail::cache_of(mask), groups.size());
     if (inserted) groups.push_back({mask, {}});
     groups[found->second].heads.push_back(h);
   }

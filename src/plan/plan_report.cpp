@@ -86,7 +86,7 @@ namespace detail {
 // The same prepared mask, or two full masks of one shape (a full mask prepares nothing).
 bool same_mask(const Mask& a, const Mask& b) {
   if (a.is_full() && b.is_full()) return a.seqlen_q() == b.seqlen_q() && a.seqlen_k() == b.seqlen_k();
-  return &a.cache() == &b.cache();
+  return &detail::cache_of(a) == &detail::cache_of(b);
 }
 
 bool operator==(const PlannedGroup& a, const PlannedGroup& b) {
