@@ -3,11 +3,14 @@
 
 #include <spattn/error.hpp>
 
+#include <sparse_formats/convert.hpp>
 #include <sparse_formats/intervals.hpp>
+#include <sparse_formats/patterns.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace spattn::device {
 namespace {
@@ -181,33 +184,20 @@ Csr32 csr32(const Mask& mask, const char* what) {
   if (nnz > kInt32Max || rows > kInt32Max || cols > kInt32Max) {
     fail(what, ": a ", rows, " x ", cols, " mask with ", nnz, " attended pairs exceeds cuSPARSE's 32-bit indices");
   }
+  // From the form the mask holds: no int64 CSR is expanded on the way, but for an element mask
+  // held as int64.
+  const sparse_formats::IntervalPattern* intervals = mask.row_intervals();
+  const auto own = mask.csr32();
+  sparse_formats::CsrPattern<int32_t> pattern =
+      own ? sparse_formats::convert_index<int32_t>(*own)
+      : intervals != nullptr ? sparse_formats::intervals_to_csr<int32_t>(*intervals)
+      : mask.is_full()       ? sparse_formats::full_pattern<int32_t>(rows, cols)
+                             : sparse_formats::convert_index<int32_t>(mask.csr());
   Csr32 csr;
   csr.num_rows = rows;
   csr.num_cols = cols;
-  if (const auto own = mask.csr32()) {  // an element mask's own int32 arrays
-    csr.row_ptr.assign(own->row_ptr, own->row_ptr + rows + 1);
-    csr.col.assign(own->col_idx, own->col_idx + nnz);
-    return csr;
-  }
-  csr.row_ptr.assign(static_cast<size_t>(rows + 1), 0);
-  csr.col.reserve(static_cast<size_t>(nnz));
-  const sparse_formats::IntervalPattern* intervals = mask.row_intervals();
-  if (mask.is_full() || intervals != nullptr) {  // from the compact form: no int64 CSR on the way
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t first = intervals != nullptr ? intervals->row_begin(i) : 0;
-      const int64_t last = intervals != nullptr ? intervals->row_end(i) : 1;
-      for (int64_t k = first; k < last; ++k) {
-        const int64_t begin = intervals != nullptr ? intervals->begin[static_cast<size_t>(k)] : 0;
-        const int64_t end = intervals != nullptr ? intervals->end[static_cast<size_t>(k)] : cols;
-        for (int64_t key = begin; key < end; ++key) csr.col.push_back(static_cast<int32_t>(key));
-      }
-      csr.row_ptr[static_cast<size_t>(i + 1)] = static_cast<int32_t>(csr.col.size());
-    }
-    return csr;
-  }
-  const sparse_formats::CsrPatternView<int64_t> pattern = mask.csr();  // an element mask held as int64
-  for (int64_t i = 0; i <= rows; ++i) csr.row_ptr[static_cast<size_t>(i)] = static_cast<int32_t>(pattern.row_ptr[i]);
-  for (int64_t p = 0; p < nnz; ++p) csr.col.push_back(static_cast<int32_t>(pattern.col_idx[p]));
+  csr.row_ptr = std::move(pattern.row_ptr);
+  csr.col = std::move(pattern.col_idx);
   return csr;
 }
 

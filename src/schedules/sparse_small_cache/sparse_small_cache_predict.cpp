@@ -39,24 +39,15 @@ void SparseSmallCacheMask::build(const sparse_formats::CsrPatternView<Index>& ma
   build_transpose();
 }
 
-// The CSR straight from the intervals (each interval's keys in turn), with no CSR of the mask's own
-// in between.
+// The copy from the intervals' own CSR, freed before the transpose: no CSR of the mask is kept.
 SparseSmallCacheMask::SparseSmallCacheMask(const sparse_formats::IntervalPattern& mask) {
   sparse_formats::validate(mask, "mask");
   seqlen_q_ = mask.num_rows;
   seqlen_k_ = mask.num_cols;
-  row_ptr_.assign(static_cast<size_t>(seqlen_q_ + 1), 0);
-  for (int64_t i = 0; i < seqlen_q_; ++i) {
-    int64_t length = 0;
-    for (int64_t k = mask.row_begin(i); k < mask.row_end(i); ++k) {
-      length += mask.end[static_cast<size_t>(k)] - mask.begin[static_cast<size_t>(k)];
-    }
-    row_ptr_[static_cast<size_t>(i + 1)] = row_ptr_[static_cast<size_t>(i)] + length;
-  }
-  col_idx_.resize(static_cast<size_t>(row_ptr_.back()));
-  auto column = col_idx_.begin();
-  for (size_t k = 0; k < mask.begin.size(); ++k) {
-    for (int64_t key = mask.begin[k]; key < mask.end[k]; ++key) *column++ = key;
+  {
+    const sparse_formats::CsrPattern<int64_t> csr = sparse_formats::intervals_to_csr<int64_t>(mask);
+    row_ptr_.assign(csr.row_ptr.begin(), csr.row_ptr.end());
+    col_idx_.assign(csr.col_idx.begin(), csr.col_idx.end());
   }
   build_transpose();
 }
