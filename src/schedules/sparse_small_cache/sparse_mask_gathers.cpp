@@ -40,6 +40,26 @@ SparseMaskCounts::Gathers SparseMaskCounts::gathers(int64_t block_keys, int64_t 
 
 namespace {
 
+// x / d and x % d for x >= 0, by shifts when d is a power of two (every run the planner asks for,
+// and then every divisor below): a run's closed form is a handful of these.
+class Divisor {
+ public:
+  explicit Divisor(int64_t d) : d_(d) {
+    if ((d & (d - 1)) == 0) {
+      while ((int64_t{1} << shift_) < d) ++shift_;
+    } else {
+      shift_ = -1;
+    }
+  }
+  int64_t value() const { return d_; }
+  int64_t quotient(int64_t x) const { return shift_ >= 0 ? x >> shift_ : x / d_; }
+  int64_t remainder(int64_t x) const { return shift_ >= 0 ? x & (d_ - 1) : x % d_; }
+
+ private:
+  int64_t d_ = 1;
+  int shift_ = 0;
+};
+
 // The words of piece `piece` of `run` positions: run, but the last piece is clipped at nnz.
 int64_t piece_words(int64_t piece, int64_t run, int64_t nnz) { return std::min((piece + 1) * run, nnz) - piece * run; }
 
@@ -52,8 +72,9 @@ std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers_by_entrie
   const int64_t blocks = (std::max<int64_t>(seqlen_k_, 0) + block_keys - 1) / block_keys;
   std::vector<int64_t> last_end(static_cast<size_t>(blocks), -1);
   std::vector<Gathers> gathers(runs.size());
-  const auto piece_of = [](int64_t position, int64_t run) {
-    return position >= 0 ? position / run : -1;  // -1: the held piece of a block that loaded none
+  std::vector<Divisor> pieces(runs.begin(), runs.end());
+  const auto piece_of = [&](int64_t position, size_t r) {
+    return position >= 0 ? pieces[r].quotient(position) : -1;  // -1: the held piece of a block that loaded none
   };
   const int64_t m = std::max<int64_t>(seqlen_q_, 0);
   with_columns([&](const auto* columns) {
@@ -66,8 +87,8 @@ std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers_by_entrie
         while (end < row_end && columns[end] < block_end) ++end;
         int64_t& held_end = last_end[static_cast<size_t>(block)];
         for (size_t r = 0; r < runs.size(); ++r) {
-          const int64_t first = piece_of(begin, runs[r]), final_piece = piece_of(end - 1, runs[r]);
-          const int64_t from = piece_of(held_end - 1, runs[r]) == first ? first + 1 : first;
+          const int64_t first = piece_of(begin, r), final_piece = piece_of(end - 1, r);
+          const int64_t from = piece_of(held_end - 1, r) == first ? first + 1 : first;
           if (final_piece >= from) {
             gathers[r].loads += final_piece - from + 1;
             gathers[r].words += (final_piece - from) * runs[r] + piece_words(final_piece, runs[r], nnz_);
@@ -95,26 +116,6 @@ int64_t inverse_modulo(int64_t a, int64_t p) {
   }
   return ((old_s % p) + p) % p;
 }
-
-// x / d and x % d for x >= 0, by shifts when d is a power of two (every run the planner asks for,
-// and then every divisor below): a run's closed form is a handful of these.
-class Divisor {
- public:
-  explicit Divisor(int64_t d) : d_(d) {
-    if ((d & (d - 1)) == 0) {
-      while ((int64_t{1} << shift_) < d) ++shift_;
-    } else {
-      shift_ = -1;
-    }
-  }
-  int64_t value() const { return d_; }
-  int64_t quotient(int64_t x) const { return shift_ >= 0 ? x >> shift_ : x / d_; }
-  int64_t remainder(int64_t x) const { return shift_ >= 0 ? x & (d_ - 1) : x % d_; }
-
- private:
-  int64_t d_ = 1;
-  int shift_ = 0;
-};
 
 // Pieces of `run` positions, and how many of the positions first, first + step, ...,
 // first + (count - 1) step (first >= 0) are multiples of run: the cuts between a run's key-block
