@@ -1,5 +1,5 @@
 // The flash steps for tiles narrower than a vector (src/cpu/kernels/flash_kernels_scalar.hpp) give
-// the vector steps' results at one lane (flash_kernels_impl.hpp with Config<Lanes1, 1, 1>, compiled
+// the vector steps' results at one lane (flash_kernels_impl.hpp with Config<Lanes1, 1, 1, 1, 1>, compiled
 // here), element for element: forward, dQ and dK/dV, full and partial tiles, rows that attend
 // nothing, head dims 1, 7 and 64, outer tiles of 1 to 15 rows.
 #include "cpu/kernels/flash_kernels.hpp"
@@ -19,7 +19,7 @@
 namespace {
 
 namespace kernels = spattn::schedules::flash_kernels;
-using OneLane = kernels::kernels_under_test::Config<kernels::kernels_under_test::Lanes1, 1, 1>;
+using OneLane = kernels::kernels_under_test::Config<kernels::kernels_under_test::Lanes1, 1, 1, 1, 1>;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Case {

@@ -1,7 +1,8 @@
 // The flash kernels' steps (flash_kernels.hpp): the masks, the online softmax and the forward,
-// dQ and dK/dV steps, over the products of flash_kernels_products.hpp, written once over a
-// configuration (a lane type and the vector registers a register block may take). Included by
-// one translation unit per instruction set (flash_kernels_lanes.hpp says why).
+// dQ and dK/dV steps, over the products of flash_kernels_products.hpp and
+// flash_kernels_accumulate.hpp, written once over a configuration (a lane type and the vector
+// registers a register block may take). Included by one translation unit per instruction set
+// (flash_kernels_lanes.hpp says why).
 //
 // Order of operations (what makes a result independent of threads and of how a tile is blocked):
 // a score product sums head_dim in K interleaved partial sums (x = k mod K), combined by a fixed
@@ -9,7 +10,7 @@
 // accumulator adds its inner rows in order, after the forward's rescaling.
 #pragma once
 
-#include "cpu/kernels/flash_kernels_products.hpp"
+#include "cpu/kernels/flash_kernels_accumulate.hpp"
 
 #include <cstdint>
 

@@ -23,9 +23,11 @@
 
 #if defined(__GNUC__)
 #define SPATTN_KERNEL_INLINE inline __attribute__((always_inline))
+#define SPATTN_KERNEL_OUTLINE inline __attribute__((noinline))
 #define SPATTN_RESTRICT __restrict__
 #else
 #define SPATTN_KERNEL_INLINE inline
+#define SPATTN_KERNEL_OUTLINE inline
 #define SPATTN_RESTRICT
 #endif
 // Loops over register-block indices (compile-time counts) must unroll completely, or their

@@ -12,12 +12,12 @@ namespace spattn::schedules::flash_kernels::isa {
 
 namespace {
 using namespace portable_kernels;
-// Score blocks hold up to 12 accumulators and accumulating blocks 12 vectors of the inner tile
-// (16 vector registers).
+// Score blocks hold up to 12 accumulators and streamed accumulating blocks 12 vectors of the inner
+// tile (16 vector registers).
 #if defined(__GNUC__)
-using PortableConfig = Config<Lanes4, 12, 12>;
+using PortableConfig = Config<Lanes4, 12, 12, 0, 0>;
 #else
-using PortableConfig = Config<Lanes1, 12, 12>;
+using PortableConfig = Config<Lanes1, 12, 12, 0, 0>;
 #endif
 }  // namespace
 

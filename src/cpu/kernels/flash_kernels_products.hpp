@@ -1,6 +1,6 @@
-// The flash kernels' products (flash_kernels.hpp): the score products and the accumulating
-// products, written once over a configuration: a lane type (flash_kernels_lanes.hpp) and the
-// vector registers a register block may take. Included through flash_kernels_impl.hpp by one
+// The flash kernels' score products (flash_kernels.hpp) and the configuration they and the
+// accumulating products (flash_kernels_accumulate.hpp) are written over: a lane type
+// (flash_kernels_lanes.hpp) and the vector registers a register block may take. Included through flash_kernels_impl.hpp by one
 // translation unit per instruction set (flash_kernels_lanes.hpp says why).
 //
 // Order of operations (what makes a result independent of threads and of how a tile is blocked):
@@ -18,14 +18,20 @@
 
 namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE {
 
-// Lanes: the lane type. ScoreRegs: accumulators a score block may hold. AccumulateRegs: vectors
-// of the inner tile an accumulating block holds (the rest of the 16 or 32 registers go to the
-// streamed operand and the outputs).
-template <typename Lanes, int ScoreRegs, int AccumulateRegs>
+// Lanes: the lane type. ScoreRegs: accumulators a score block may hold. StreamRegs: vectors of the
+// inner tile a streamed accumulating block holds (accumulate_streamed). HeldRows x HeldVectors: the
+// block of an accumulator a register-held accumulating block keeps (accumulate_block; 0 x 0: this
+// configuration always streams). The rest of the 16 or 32 registers take the operands streamed.
+template <typename Lanes, int ScoreRegs, int StreamRegs, int HeldRows, int HeldVectors>
 struct Config {
   using L = Lanes;
+  // x86-64's vector registers: 32 with AVX-512 (the 16-lane type), else 16.
+  static constexpr int kVectorRegs = Lanes::kLanes == 16 ? 32 : 16;
   static constexpr int kScoreRegs = ScoreRegs;
-  static constexpr int kAccumulateRegs = AccumulateRegs;
+  static constexpr int kStreamRegs = StreamRegs;
+  static constexpr int kHeldRows = HeldRows;
+  static constexpr int kHeldVectors = HeldVectors;
+  static_assert(HeldRows * HeldVectors + HeldVectors + 1 <= kVectorRegs, "a held block spills");
 };
 
 // ---- score products -----------------------------------------------------------------------
@@ -52,6 +58,17 @@ constexpr int partial_sums(int outputs, int regs) {
   int k = 1;
   while (k * outputs < 8 && 2 * k * outputs <= regs) k *= 2;
   return k;
+}
+
+// Whether a score block of I inner rows by C chunks fits the registers: its K N accumulators, the
+// K C vectors of bt it holds (when I > 1: with one inner row they are read by the multiply-adds
+// themselves) and one broadcast. A block that does not fit spills an accumulator to the stack and
+// back on every step of head_dim.
+template <typename Cfg>
+constexpr bool score_block_fits(int rows, int chunks) {
+  const int outputs = rows * chunks;
+  const int k = partial_sums(outputs, Cfg::kScoreRegs);
+  return outputs <= Cfg::kScoreRegs && k * outputs + (rows > 1 ? k * chunks : 0) + 1 <= Cfg::kVectorRegs;
 }
 
 // The epilogue of I x C output vectors, dot[i C + c] (chosen at run time: it runs once per block,
@@ -149,21 +166,21 @@ SPATTN_KERNEL_INLINE void score_rows(const float* a, const float* bt, int64_t ro
                                      const EpilogueSpec& e, float* s, int64_t chunk, int64_t chunks) {
   while (chunk < chunks) {
     const int64_t left = chunks - chunk;
-    if constexpr (4 * I <= Cfg::kScoreRegs) {
+    if constexpr (score_block_fits<Cfg>(I, 4)) {
       if (left >= 4) {
         score_block<Cfg, I, 4>(a, bt, rows_o, d, chunk, e, s);
         chunk += 4;
         continue;
       }
     }
-    if constexpr (3 * I <= Cfg::kScoreRegs) {
-      if (left == 3) {
+    if constexpr (score_block_fits<Cfg>(I, 3)) {
+      if (left == 3 || (left > 3 && !score_block_fits<Cfg>(I, 4))) {  // the widest block that fits
         score_block<Cfg, I, 3>(a, bt, rows_o, d, chunk, e, s);
         chunk += 3;
         continue;
       }
     }
-    if constexpr (2 * I <= Cfg::kScoreRegs) {
+    if constexpr (score_block_fits<Cfg>(I, 2)) {
       if (left >= 2) {
         score_block<Cfg, I, 2>(a, bt, rows_o, d, chunk, e, s);
         chunk += 2;
@@ -212,118 +229,6 @@ SPATTN_KERNEL_INLINE void score_product(const float* a, int64_t rows_i, const fl
       SPATTN_SCORE_CASE(7)
       SPATTN_SCORE_CASE(8)
 #undef SPATTN_SCORE_CASE
-      default:
-        break;
-    }
-  }
-}
-
-// ---- accumulating products ------------------------------------------------------------------
-
-// Columns [x0, x0 + X kLanes) of acc: acc[o][x] = acc[o][x] alpha[o] (when Scale)
-// + sum_{i < I} w[i][o] b[i][x], for o < rows_o. acc (rows_o, cols); w rows at ldw; b (I, cols).
-template <typename Cfg, int I, int X, bool Scale>
-SPATTN_KERNEL_INLINE void accumulate_block(float* SPATTN_RESTRICT acc, int64_t rows_o, int64_t cols,
-                                           int64_t x0, const float* SPATTN_RESTRICT w, int64_t ldw,
-                                           const float* SPATTN_RESTRICT b,
-                                           const float* SPATTN_RESTRICT alpha) {
-  using L = typename Cfg::L;
-  using V = typename L::V;
-  constexpr int64_t W = L::kLanes;
-  V inner[I * X];  // inner[i X + v]: row i of b, vector v
-  SPATTN_UNROLL for (int j = 0; j < I * X; ++j) {
-    inner[j] = load<L>(b + (j / X) * cols + x0 + (j % X) * W);
-  }
-  for (int64_t o = 0; o < rows_o; ++o) {
-    float* row = acc + o * cols + x0;
-    V t[X];
-    SPATTN_UNROLL for (int v = 0; v < X; ++v) t[v] = load<L>(row + v * W);
-    if constexpr (Scale) {
-      SPATTN_UNROLL for (int v = 0; v < X; ++v) t[v] = t[v] * alpha[o];
-    }
-    SPATTN_UNROLL for (int j = 0; j < I * X; ++j) t[j % X] += w[(j / X) * ldw + o] * inner[j];
-    SPATTN_UNROLL for (int v = 0; v < X; ++v) store<L>(row + v * W, t[v]);
-  }
-}
-
-template <typename Cfg, int I, bool Scale>
-SPATTN_KERNEL_INLINE void accumulate_rows(float* acc, int64_t rows_o, int64_t cols, const float* w,
-                                          int64_t ldw, const float* b, const float* alpha) {
-  constexpr int64_t W = Cfg::L::kLanes;
-  int64_t x0 = 0;
-  while (x0 + W <= cols) {
-    const int64_t left = (cols - x0) / W;
-    if constexpr (4 * I <= Cfg::kAccumulateRegs) {
-      if (left >= 4) {
-        accumulate_block<Cfg, I, 4, Scale>(acc, rows_o, cols, x0, w, ldw, b, alpha);
-        x0 += 4 * W;
-        continue;
-      }
-    }
-    if constexpr (2 * I <= Cfg::kAccumulateRegs) {
-      if (left >= 2) {
-        accumulate_block<Cfg, I, 2, Scale>(acc, rows_o, cols, x0, w, ldw, b, alpha);
-        x0 += 2 * W;
-        continue;
-      }
-    }
-    accumulate_block<Cfg, I, 1, Scale>(acc, rows_o, cols, x0, w, ldw, b, alpha);
-    x0 += W;
-  }
-  for (; x0 < cols; ++x0) {  // head_dim not a multiple of the lanes: the same sums, one by one
-    for (int64_t o = 0; o < rows_o; ++o) {
-      float t = acc[o * cols + x0];
-      if constexpr (Scale) t = t * alpha[o];
-      SPATTN_UNROLL for (int i = 0; i < I; ++i) t += w[i * ldw + o] * b[i * cols + x0];
-      acc[o * cols + x0] = t;
-    }
-  }
-}
-
-// acc (rows_o, cols) = acc alpha (when alpha != nullptr) + w^T b for w (rows_i, rows_o at ldw)
-// and b (rows_i, cols): the inner rows are added in order, in blocks of up to kMaxBlockRows.
-// With `ranges` (attended_ranges; only without alpha) a block updates only its attended outer
-// rows: w is 0 on the others.
-template <typename Cfg>
-SPATTN_KERNEL_INLINE void accumulate_product(float* acc, int64_t rows_o, int64_t cols, const float* w,
-                                             int64_t ldw, int64_t rows_i, const float* b,
-                                             const float* alpha, const RowRange* ranges = nullptr) {
-  if (rows_i == 0 && alpha != nullptr) {  // nothing to add: the rescaling alone
-    for (int64_t o = 0; o < rows_o; ++o) {
-      for (int64_t x = 0; x < cols; ++x) acc[o * cols + x] = acc[o * cols + x] * alpha[o];
-    }
-    return;
-  }
-  for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
-    const int64_t n = rows_i - i0 < kMaxBlockRows ? rows_i - i0 : kMaxBlockRows;
-    RowRange outer{0, rows_o};
-    if (ranges != nullptr) {
-      outer = ranges[i0 / kMaxBlockRows];
-      if (outer.begin >= outer.end) continue;
-    }
-    float* acc_rows = acc + outer.begin * cols;
-    const int64_t rows = outer.end - outer.begin;
-    const float* w_rows = w + i0 * ldw + outer.begin;
-    const float* b_rows = b + i0 * cols;
-    const bool scale = alpha != nullptr && i0 == 0;
-    switch (n) {
-#define SPATTN_ACCUMULATE_CASE(count)                                                      \
-  case count:                                                                              \
-    if (scale) {                                                                           \
-      accumulate_rows<Cfg, count, true>(acc_rows, rows, cols, w_rows, ldw, b_rows, alpha);  \
-    } else {                                                                               \
-      accumulate_rows<Cfg, count, false>(acc_rows, rows, cols, w_rows, ldw, b_rows, alpha); \
-    }                                                                                      \
-    break;
-      SPATTN_ACCUMULATE_CASE(1)
-      SPATTN_ACCUMULATE_CASE(2)
-      SPATTN_ACCUMULATE_CASE(3)
-      SPATTN_ACCUMULATE_CASE(4)
-      SPATTN_ACCUMULATE_CASE(5)
-      SPATTN_ACCUMULATE_CASE(6)
-      SPATTN_ACCUMULATE_CASE(7)
-      SPATTN_ACCUMULATE_CASE(8)
-#undef SPATTN_ACCUMULATE_CASE
       default:
         break;
     }
