@@ -168,6 +168,8 @@ std::tuple<at::Tensor, at::Tensor> merge_partials(const at::Tensor& o, const at:
   return {merged_o, merged_lse};
 }
 
+int64_t max_threads() { return kMaxThreads; }
+
 // shape: (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v).
 std::string plan(at::IntArrayRef shape, at::IntArrayRef mask_keys, const std::string& pass,
                  const std::string& algorithm, int64_t cache_words, int64_t line_words, const std::string& objective) {
@@ -218,6 +220,8 @@ TORCH_LIBRARY(spattn, m) {
   m.def("plan(int[] shape, int[] masks, str pass_, str algorithm, int cache_words, int line_words, str objective) -> str",
         TORCH_FN(plan));
   m.def("merge_partials(Tensor o, Tensor lse, Tensor o_part, Tensor lse_part) -> (Tensor, Tensor)");
+  // The threads limit (spattn::kMaxThreads), so that Python checks the C++ rule, not a copy of it.
+  m.def("max_threads() -> int", TORCH_FN(max_threads));
   m.impl("forward", c10::DispatchKey::CPU, TORCH_FN(forward));
   m.impl("merge_partials", c10::DispatchKey::CPU, TORCH_FN(merge_partials));
   m.impl("forward_counted", c10::DispatchKey::CPU, TORCH_FN(forward_counted));

@@ -139,12 +139,12 @@ class _Attention(torch.autograd.Function):
         return (dq, dk, dv) + (None,) * 9
 
 
-_MAX_THREADS = 4096  # spattn::kMaxThreads (include/spattn/attention.hpp)
+_MAX_THREADS = int(ops.max_threads())  # spattn::kMaxThreads (include/spattn/attention.hpp)
 
 
 def _check_threads(threads) -> int:
-    """The rule of the C++ side (AttentionOptions::threads, spattn::kMaxThreads): 0 to 4096, where
-    0 (and None) is torch's intra-op thread count."""
+    """The rule of the C++ side (AttentionOptions::threads, spattn::kMaxThreads, read from the
+    library): 0 to that limit, where 0 (and None) is torch's intra-op thread count."""
     if threads is None:
         return 0
     if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= _MAX_THREADS:
