@@ -154,7 +154,10 @@ SPATTN_KERNEL_INLINE void accumulate_streamed_rows(float* acc, int64_t rows_o, i
   for (; x0 < cols; ++x0) {  // head_dim not a multiple of the lanes: the same sums, one by one
     for (int64_t o = 0; o < rows_o; ++o) {
       float t = acc[o * cols + x0];
-      if constexpr (Scale) t = t * alpha[o];
+      if constexpr (Scale) {  // rounded before the first add, as in the vectors
+        t = t * alpha[o];
+        keep_in_register(t);
+      }
       SPATTN_UNROLL for (int i = 0; i < I; ++i) t += w[i * ldw + o] * b[i * cols + x0];
       acc[o * cols + x0] = t;
     }
@@ -180,7 +183,10 @@ SPATTN_KERNEL_OUTLINE void accumulate_held(float* acc, int64_t rows_o, int64_t c
   for (; x0 < cols; ++x0) {  // head_dim not a multiple of the lanes: the same sums, one by one
     for (int64_t o = 0; o < rows_o; ++o) {
       float t = acc[o * cols + x0];
-      if (alpha != nullptr) t = t * alpha[o];
+      if (alpha != nullptr) {  // rounded before the first add, as in the vectors
+        t = t * alpha[o];
+        keep_in_register(t);
+      }
       for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
         if (!block_attends(ranges, i0, o, o + 1)) continue;
         const int64_t i1 = rows_i - i0 < kMaxBlockRows ? rows_i : i0 + kMaxBlockRows;
