@@ -18,9 +18,11 @@
 // cuSPARSE call, file:line and the error string.
 #pragma once
 
+#include <spattn/device_run.hpp>
+#include <spattn/elements.hpp>
 #include <spattn/error.hpp>
 #include <spattn/mask.hpp>
-#include <spattn/plan.hpp>
+#include <spattn/types.hpp>
 #include <spattn/tensor.hpp>
 
 #include <cstddef>
@@ -32,45 +34,17 @@
 
 namespace spattn::cuda {
 
-// 16-bit element types, bit-compatible with __half and __nv_bfloat16 (so that this header needs no
-// CUDA header). Host conversions (round to nearest even) below, for preparing inputs and tests.
-struct half_t {
-  uint16_t bits = 0;
-};
-struct bfloat16_t {
-  uint16_t bits = 0;
-};
+// The 16-bit element types and their conversions (spattn/elements.hpp), as this API names them.
+using spattn::bfloat16_t;
+using spattn::element_type_name;
+using spattn::element_type_of;
+using spattn::ElementType;
+using spattn::from_float;
+using spattn::half_t;
+using spattn::to_bfloat16;
+using spattn::to_float;
+using spattn::to_half;
 
-half_t to_half(float value);
-bfloat16_t to_bfloat16(float value);
-float to_float(half_t value);
-float to_float(bfloat16_t value);
-inline float to_float(float value) { return value; }
-// Identity for float; lets templated code round a float through the element type.
-template <typename T>
-T from_float(float value);
-template <>
-float from_float<float>(float value);
-template <>
-half_t from_float<half_t>(float value);
-template <>
-bfloat16_t from_float<bfloat16_t>(float value);
-
-// The element types of the device API's tensors.
-enum class ElementType { fp32, fp16, bf16 };
-const char* element_type_name(ElementType type);  // "fp32" / "fp16" / "bf16"
-template <typename T>
-constexpr ElementType element_type_of() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>,
-                "spattn::cuda element types are float, half_t and bfloat16_t");
-  return std::is_same_v<T, float> ? ElementType::fp32 : std::is_same_v<T, half_t> ? ElementType::fp16 : ElementType::bf16;
-}
-
-enum class CudaAlgorithm {
-  flash,        // block-sparse flash kernels (tiles from the planner for the device's shared memory)
-  small_cache,  // the cuSPARSE path: SDDMM on the mask's CSR, segmented softmax, SpMM
-};
-const char* cuda_algorithm_name(CudaAlgorithm algorithm);  // "flash" / "small_cache"
 
 struct Options {
   CudaAlgorithm algorithm = CudaAlgorithm::flash;
@@ -91,17 +65,6 @@ struct Options {
   // the inputs on the device and a wait for the stream. false skips it (a NaN input then comes out
   // as a fully masked row: o = 0, lse = -inf).
   bool check_finite = true;
-};
-
-// What ran: the algorithm and, for flash, the tiles and the M they were planned for.
-struct DeviceRun {
-  CudaAlgorithm algorithm = CudaAlgorithm::flash;
-  Pass pass = Pass::forward;
-  bool tensor_cores = false;      // flash: the tensor-core kernels ran (fixed 64 x 64 tiles)
-  int64_t cache_words = 0;        // M fed to the planner (flash; the tensor-core kernels' words)
-  int64_t shared_memory_bytes = 0;  // dynamic shared memory per block of the largest kernel
-  int64_t block_q = 0, block_k = 0, dkdv_block_q = 0, dkdv_block_k = 0;
-  std::string to_string() const;  // one line
 };
 
 // True when the CUDA runtime sees at least one device.

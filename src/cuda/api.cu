@@ -1,7 +1,7 @@
 // The CUDA API (include/spattn/cuda.hpp): validate on the host, pick the path, run it.
 #include <spattn/cuda.hpp>
 
-#include "device/api_instances.hpp"
+#include "cuda/api_instances.hpp"
 
 #include "cuda/check.hpp"
 #include "cuda/finite_scan.hpp"

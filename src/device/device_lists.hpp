@@ -1,6 +1,6 @@
 // Where the CUDA backend's flash tile lists come from, read back for the device tests
 // (tests/cuda/cuda_flash_lists_test.cpp). Plain C++: the tests compile it in every build; without
-// CUDA it throws (src/device/unavailable.cpp).
+// CUDA it throws (src/cuda/unavailable.cpp).
 #pragma once
 
 #include "device/device_tiles.hpp"

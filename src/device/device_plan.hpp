@@ -6,7 +6,8 @@
 
 #include "device/device_tiles.hpp"
 
-#include <spattn/cuda.hpp>
+#include <spattn/device_run.hpp>
+#include <spattn/elements.hpp>
 
 #include <cstdint>
 
@@ -19,7 +20,7 @@ struct FlashCall {
   int mma_dim = 0;          // the tensor-core kernels' padded head dim; 0: the fp32 kernels
 };
 FlashCall flash_call(const DeviceShape& shape, int64_t smem_words, Pass pass, FlashMasking masking,
-                     cuda::ElementType type, bool tensor_cores);
+                     ElementType type, bool tensor_cores);
 
 // The DeviceRun that reports a flash call.
 cuda::DeviceRun flash_run(Pass pass, const FlashCall& call);

@@ -5,7 +5,7 @@
 
 #include "schedules/common/tile_math.hpp"  // SPATTN_HD
 
-#include <spattn/plan.hpp>  // Pass
+#include <spattn/types.hpp>  // Pass
 
 #include <cstdint>
 

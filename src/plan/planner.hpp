@@ -7,7 +7,7 @@
 #include <spattn/bounds.hpp>
 #include <spattn/mask.hpp>
 #include <spattn/plan.hpp>
-#include <spattn/sparse_inputs.hpp>
+#include <spattn/inputs.hpp>
 
 #include <cstdint>
 #include <vector>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <spattn/io.hpp>
-#include <spattn/plan.hpp>  // Pass, pass_name
+#include <spattn/types.hpp>  // Pass, pass_name
 
 #include <cstdint>
 

@@ -4,7 +4,7 @@
 
 #include "schedules/csr_inputs/input_traffic.hpp"
 
-#include <spattn/sparse_inputs.hpp>
+#include <spattn/inputs.hpp>
 
 namespace spattn::schedules {
 

@@ -48,7 +48,7 @@
 
 #include <spattn/error.hpp>
 #include <spattn/io.hpp>
-#include <spattn/plan.hpp>  // Pass
+#include <spattn/types.hpp>  // Pass
 
 #include <sparse_formats/csr.hpp>
 #include <sparse_formats/intervals.hpp>

@@ -1,12 +1,11 @@
-// The parts of include/spattn/cuda.hpp that need no GPU: 16-bit conversions (round to nearest
-// even, as __float2half_rn and __float2bfloat16_rn), names and printing. Compiled in every build.
-#include <spattn/cuda.hpp>
+// The 16-bit conversions of spattn/elements.hpp: round to nearest even, as __float2half_rn and
+// __float2bfloat16_rn.
+#include <spattn/elements.hpp>
 
 #include <cmath>
 #include <cstring>
-#include <sstream>
 
-namespace spattn::cuda {
+namespace spattn {
 namespace {
 
 uint32_t bits_of(float value) {
@@ -99,19 +98,4 @@ const char* element_type_name(ElementType type) {
   return type == ElementType::fp32 ? "fp32" : type == ElementType::fp16 ? "fp16" : "bf16";
 }
 
-const char* cuda_algorithm_name(CudaAlgorithm algorithm) {
-  return algorithm == CudaAlgorithm::flash ? "flash" : "small_cache";
-}
-
-std::string DeviceRun::to_string() const {
-  std::ostringstream out;
-  out << "cuda " << cuda_algorithm_name(algorithm) << " " << pass_name(pass);
-  if (algorithm == CudaAlgorithm::flash) {
-    out << (tensor_cores ? " (tensor cores)" : "") << ": M = " << cache_words << " words, " << shared_memory_bytes
-        << " bytes shared memory per block, block_q " << block_q << ", block_k " << block_k;
-    if (pass == Pass::backward) out << ", dkdv_block_q " << dkdv_block_q << ", dkdv_block_k " << dkdv_block_k;
-  }
-  return out.str();
-}
-
-}  // namespace spattn::cuda
+}  // namespace spattn

@@ -1,5 +1,5 @@
 // The element types of include/spattn/cuda.hpp's templates, instantiated by whichever translation
-// unit implements them (src/cuda/api.cu with CUDA, src/device/unavailable.cpp without).
+// unit implements them (src/cuda/api.cu with CUDA, src/cuda/unavailable.cpp without).
 #pragma once
 
 #include <spattn/cuda.hpp>

@@ -4,7 +4,7 @@
 
 #include <spattn/cuda.hpp>
 
-#include "device/api_instances.hpp"
+#include "cuda/api_instances.hpp"
 #include "device/device_lists.hpp"
 
 namespace spattn::cuda {
