@@ -121,7 +121,7 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
                                    SlowMatrix<float>::dense(head_delta, q.seqlen(), 1), head_matrix(dq, b, h),
                                    gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)};
   });
-  sum_kv_gradients(sums, plan.cache_words, threads, options.ledger);
+  sum_kv_gradients(sums, *plan.run, threads, options.ledger);
   return plan;
 }
 

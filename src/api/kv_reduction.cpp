@@ -13,21 +13,9 @@ namespace spattn::api_detail {
 
 namespace {
 
-// The tile every sum uses: as wide as fits (a whole row when 2 w <= M), then as many rows.
-struct SumTile {
-  int64_t rows = 1;
-  int64_t cols = 1;
-};
-SumTile sum_tile(int64_t rows, int64_t cols, int64_t cache_words) {
-  SumTile tile;
-  tile.cols = std::clamp<int64_t>(cache_words / 2, 1, std::max<int64_t>(cols, 1));
-  tile.rows = std::clamp<int64_t>(cache_words / (2 * tile.cols), 1, std::max<int64_t>(rows, 1));
-  return tile;
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int64_t tiles_of(const KvSum& sum, const SumTile& tile) {
+int64_t tiles_of(const KvSum& sum, const detail::KvSumTile& tile) {
   return ceil_div(sum.dst.rows(), tile.rows) * ceil_div(sum.dst.cols(), tile.cols);
 }
 
@@ -67,14 +55,16 @@ io::SlowMatrix<float> KvGradientSlots::slot(const TensorView<float>& out, std::v
   return io::SlowMatrix<float>::dense(scratch.data() + index * size, out.seqlen(), out.head_dim());
 }
 
-void sum_kv_gradients(const std::vector<KvSum>& sums, int64_t cache_words, int threads, io::Ledger* ledger) {
-  if (cache_words < 2) fail("grouped-query dK/dV sum: M = ", cache_words, " words, needs at least 2");
+void sum_kv_gradients(const std::vector<KvSum>& sums, const detail::PlannedRun& run, int threads, io::Ledger* ledger) {
+  const int64_t cache_words = run.cache_words;
+  auto tile_of = [&](const KvSum& sum) { return sum.operand == io::Operand::dk ? run.dk_sum : run.dv_sum; };
   // Items: (sum, tile) pairs in order; each sum has its own tile grid (dK and dV differ in width).
   // The buffers hold the largest tile (not M / 2 words: M may be far larger than the gradients).
   std::vector<int64_t> first_item(sums.size() + 1, 0);
   int64_t buffer_words = 0;
   for (size_t s = 0; s < sums.size(); ++s) {
-    const SumTile tile = sum_tile(sums[s].dst.rows(), sums[s].dst.cols(), cache_words);
+    const detail::KvSumTile tile = tile_of(sums[s]);
+    if (tile.rows < 1 || tile.cols < 1) fail("grouped-query dK/dV sum: the plan has no tile for ", io::operand_name(sums[s].operand));
     first_item[s + 1] = first_item[s] + tiles_of(sums[s], tile);
     buffer_words = std::max(buffer_words, tile.rows * tile.cols);
   }
@@ -91,7 +81,7 @@ void sum_kv_gradients(const std::vector<KvSum>& sums, int64_t cache_words, int t
       while (first_item[s + 1] <= item) ++s;
       const KvSum& sum = sums[s];
       const int64_t rows = sum.dst.rows(), cols = sum.dst.cols();
-      const SumTile tile = sum_tile(rows, cols, cache_words);
+      const detail::KvSumTile tile = tile_of(sum);
       const int64_t col_tiles = ceil_div(cols, tile.cols);
       const int64_t index = item - first_item[s];
       const int64_t r0 = (index / col_tiles) * tile.rows, c0 = (index % col_tiles) * tile.cols;

@@ -8,10 +8,12 @@
 //     reads  group * seqlen_k * w     the first head's partial (in dk / dv) and the others'
 //     writes seqlen_k * w             the sum, over the first head's partial
 //
-// Tiles of rows x cols (two buffers: the sum and one partial, 2 rows cols <= M) are split over a
+// Tiles of rows x cols (the plan's: two buffers, the sum and one partial, 2 rows cols <= M) are split over a
 // team of workers, each tile summed by one worker in the fixed head order: the bits are the same
 // for any number of workers.
 #pragma once
+
+#include "plan/planned_run.hpp"
 
 #include <spattn/io.hpp>
 #include <spattn/tensor.hpp>
@@ -49,8 +51,8 @@ class KvGradientSlots {
   std::vector<float> dk_scratch_, dv_scratch_;
 };
 
-// Runs the sums on `threads` workers with fast memories of cache_words words (at least 2),
-// counting into `ledger` when set.
-void sum_kv_gradients(const std::vector<KvSum>& sums, int64_t cache_words, int threads, io::Ledger* ledger);
+// Runs the sums with the run's tiles (dk_sum, dv_sum, chosen by the planner) on `threads` workers
+// with fast memories of run.cache_words words, counting into `ledger` when set.
+void sum_kv_gradients(const std::vector<KvSum>& sums, const detail::PlannedRun& run, int threads, io::Ledger* ledger);
 
 }  // namespace spattn::api_detail

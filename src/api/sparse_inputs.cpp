@@ -281,7 +281,7 @@ Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorVi
                                    gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)};
   };
   run_heads<schedules::HeadBackward>(plan, inputs, threads, options.ledger, problem);
-  api_detail::sum_kv_gradients(sums, cache_words, threads, options.ledger);
+  api_detail::sum_kv_gradients(sums, *plan.run, threads, options.ledger);
   return plan;
 }
 

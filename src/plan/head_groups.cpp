@@ -126,10 +126,25 @@ double flash_total(const Plan& plan) {
          static_cast<double>(std::max<int64_t>(plan.cost_heads, 1));
 }
 
+detail::KvSumTile kv_sum_tile(int64_t rows, int64_t cols, int64_t cache_words) {
+  if (cache_words < 2) fail("grouped-query dK/dV sum: M = ", cache_words, " words, needs at least 2");
+  detail::KvSumTile tile;
+  tile.cols = std::clamp<int64_t>(cache_words / 2, 1, std::max<int64_t>(cols, 1));
+  tile.rows = std::clamp<int64_t>(cache_words / (2 * tile.cols), 1, std::max<int64_t>(rows, 1));
+  return tile;
+}
+
 void add_kv_sums(Plan& plan, const bounds::DenseShape& shape, const CallHeads& heads) {
   if (plan.pass != Pass::backward || heads.kv_heads <= 0 || heads.heads <= heads.kv_heads) return;
   const int64_t group = heads.heads / heads.kv_heads;
-  const int64_t width = shape.seqlen_k * (shape.head_dim + (shape.head_dim_v > 0 ? shape.head_dim_v : shape.head_dim));
+  const int64_t head_dim_v = shape.head_dim_v > 0 ? shape.head_dim_v : shape.head_dim;
+  if (plan.run != nullptr) {
+    auto run = std::make_shared<detail::PlannedRun>(*plan.run);
+    run->dk_sum = kv_sum_tile(shape.seqlen_k, shape.head_dim, run->cache_words);
+    run->dv_sum = kv_sum_tile(shape.seqlen_k, head_dim_v, run->cache_words);
+    plan.run = std::move(run);
+  }
+  const int64_t width = shape.seqlen_k * (shape.head_dim + head_dim_v);
   const int64_t sums = heads.batch * heads.kv_heads;
   plan.kv_sum_reads = sums * group * width;
   plan.kv_sum_writes = sums * width;

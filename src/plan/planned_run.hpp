@@ -38,10 +38,20 @@ struct PlannedGroup {
   bool masked() const { return !mask.is_full(); }
 };
 
+// The tile of one grouped-query sum (api/kv_reduction.hpp runs it): rows x cols of a kv head's
+// gradient, held twice (the sum and one partial).
+struct KvSumTile {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  friend bool operator==(const KvSumTile& a, const KvSumTile& b) { return a.rows == b.rows && a.cols == b.cols; }
+};
+
 struct PlannedRun {
   Pass pass = Pass::forward;
   int64_t cache_words = 0;  // M of every worker's fast memory
   std::vector<PlannedGroup> groups;
+  // A grouped-query backward's dK and dV sums (0 x 0 when the call has none).
+  KvSumTile dk_sum, dv_sum;
 };
 
 // Equal when every group has the same heads, algorithm and tiles and walks the same prepared

@@ -43,10 +43,15 @@ Plan plan_dense_inputs(const bounds::DenseShape& shape, const std::vector<Mask>&
 Plan plan_csr_inputs(const bounds::DenseShape& shape, const MultiHeadInputs& inputs, const std::vector<Mask>& masks,
                      int64_t cache_words, int64_t line_words, Pass pass, Algorithm requested);
 
+// A grouped-query sum's tile for a rows x cols gradient: as wide as fits (a whole row when
+// 2 cols <= M), then as many rows (InvalidArgument when M < 2).
+detail::KvSumTile kv_sum_tile(int64_t rows, int64_t cols, int64_t cache_words);
+
 // Adds the backward's grouped-query dK, dV sums to `plan` (none when heads == kv_heads): per batch
 // entry and kv head, the group's partials read once each and the sum written once (exact; the
 // words kv_reduction.hpp moves):
 //   reads  group * seqlen_k * (d + d_v),  writes seqlen_k * (d + d_v).
+// The plan's run gets the sums' tiles (kv_sum_tile).
 void add_kv_sums(Plan& plan, const bounds::DenseShape& shape, const CallHeads& heads);
 
 }  // namespace spattn::plan_detail

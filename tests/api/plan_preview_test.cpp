@@ -113,6 +113,35 @@ TEST(PlanPreview, EqualityTellsPlansThatWouldRunDifferentlyApart) {
   EXPECT_FALSE(plan == spattn::plan_attention(call_shape(), window, Pass::forward, options));
 }
 
+// The grouped-query sums' tiles are the plan's (the runner takes them from it): as wide as half of
+// M allows, then as many rows; none for the forward or for multi-head attention.
+TEST(PlanPreview, GroupedQuerySumTilesAreInThePlan) {
+  AttentionOptions options;
+  options.cache_words = 300;  // 150 columns fit: whole rows of 8, 18 of them
+  const Plan backward = spattn::plan_attention(call_shape(), Pass::backward, options);
+  ASSERT_TRUE(backward.run);
+  EXPECT_EQ(backward.run->dk_sum.cols, kDim);
+  EXPECT_EQ(backward.run->dk_sum.rows, 18);
+  EXPECT_EQ(backward.run->dv_sum, backward.run->dk_sum);
+  AttentionShape wide_v = call_shape();
+  wide_v.head_dim_v = 200;  // wider than M / 2: a tile of 150 columns, one row
+  const Plan wide = spattn::plan_attention(wide_v, Pass::backward, options);
+  EXPECT_EQ(wide.run->dv_sum.cols, 150);
+  EXPECT_EQ(wide.run->dv_sum.rows, 1);
+  EXPECT_EQ(wide.run->dk_sum.cols, kDim);
+
+  const Plan forward = spattn::plan_attention(call_shape(), Pass::forward, options);
+  EXPECT_EQ(forward.run->dk_sum.rows, 0);
+  AttentionShape multi_head = call_shape();
+  multi_head.kv_heads = kHeads;
+  EXPECT_EQ(spattn::plan_attention(multi_head, Pass::backward, options).run->dk_sum.rows, 0);
+  // Another M, another tile, another plan.
+  AttentionOptions larger = options;
+  larger.cache_words = 310;
+  const Plan other = spattn::plan_attention(call_shape(), Pass::backward, larger);
+  EXPECT_EQ(other.run->dk_sum.rows, 19);
+}
+
 // The API's defaults are the preview's: an options struct left as it is plans for time, and the
 // legacy one-mask plan_attention plans for time too.
 TEST(PlanPreview, DefaultsAreTheRunsDefaults) {
