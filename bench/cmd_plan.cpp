@@ -272,11 +272,11 @@ void register_plan(CLI::App& app) {
       if (flags->objective != "words") throw UsageError("--objective: sparse inputs are planned for words");
       if (flags->heads != 1) throw UsageError("--heads: sparse inputs (--q/--k/--v) are one head");
       if (flags->search_switch) std::cout << "note: --switch is not searched with sparse inputs\n";
-      for (Pass pass : passes(flags->pass)) {
-        std::cout << plan_attention(files.inputs(), mask, flags->cache_words, pass, parse_algorithm(flags->algorithm),
-                                    flags->line_words)
-                         .to_string();
-      }
+      AttentionOptions options;
+      options.cache_words = flags->cache_words;
+      options.algorithm = parse_algorithm(flags->algorithm);
+      options.line_words = flags->line_words;
+      for (Pass pass : passes(flags->pass)) std::cout << plan_attention(files.inputs(), mask, pass, options).to_string();
       return;
     }
     if (!mask.is_full()) std::cout << "mask " << flags->mask << ": " << describe_mask_memory(mask) << '\n';

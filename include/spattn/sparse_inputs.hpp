@@ -41,12 +41,14 @@
 
 namespace spattn {
 
-// Both algorithms' exact predictions with these inputs, the choice, and the sparse bound with
-// Z_input from the nonzeros. Validates the inputs (shapes agree; CSR structure and values:
-// InvalidArgument naming "q", "k" or "v") and the mask's shape. The switch M is not searched
-// (Plan::switch_searched is false). line_words: the line size (AttentionOptions::line_words; 0 = 16).
-Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested = Algorithm::automatic, int64_t line_words = 0);
+// The plan attention_forward (pass forward) or attention_backward (pass backward) runs on these
+// inputs with this mask and these options, equal (operator==) to the plan the call returns: both
+// algorithms' exact predictions with these inputs, the choice (for words), and the sparse bound
+// with Z_input from the nonzeros. Validates the inputs (shapes agree; CSR structure and values:
+// InvalidArgument naming "q", "k" or "v"), the mask's shape and the options as the call does
+// (M = 0 is default_cache_words(), line_words = 0 the ledger's or 16). Reads no tensor; the switch
+// M is not searched (Plan::switch_searched is false).
+Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, Pass pass, const AttentionOptions& options);
 
 // o: (seqlen_q, head_dim_v); lse: (seqlen_q, 1), as rank-2 views (batch = heads = 1).
 Plan attention_forward(const AttentionInputs& inputs, TensorView<float> o, TensorView<float> lse,
@@ -61,8 +63,7 @@ Plan attention_backward(const AttentionInputs& inputs, TensorView<const float> o
 // Every head (MultiHeadInputs). Validates the counts (q: batch x heads inputs, k and v: batch x
 // kv_heads), each input, that all heads share one shape (errors name the input by index), and the
 // mask's shape ("mask is 5 x 5, but q has seqlen 7 and k has seqlen 7").
-Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested = Algorithm::automatic, int64_t line_words = 0);
+Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, Pass pass, const AttentionOptions& options);
 // o: (batch, heads, seqlen_q, head_dim_v); lse: (batch, heads, seqlen_q, 1).
 Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse,
                        const Mask& mask, const AttentionOptions& options);
@@ -74,8 +75,8 @@ Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o
 // One mask per query head: masks.size() == heads, each seqlen_q x seqlen_k, masks[h] for query
 // head h of every batch entry. Errors name the count ("masks has 2 masks, q has 3 heads") or the
 // mask ("masks[1] is 5 x 5, but q has seqlen 7 and k has seqlen 7").
-Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, int64_t cache_words, Pass pass,
-                    Algorithm requested = Algorithm::automatic, int64_t line_words = 0);
+Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, Pass pass,
+                    const AttentionOptions& options);
 Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse,
                        const std::vector<Mask>& masks, const AttentionOptions& options);
 Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,

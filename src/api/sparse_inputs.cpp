@@ -323,30 +323,29 @@ Plan attention_backward(const AttentionInputs& inputs, TensorView<const float> o
 
 namespace {
 
-Plan checked_plan(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, bool per_head, int64_t cache_words,
-                  Pass pass, Algorithm requested, int64_t line_words) {
-  const char* where = "plan (sparse inputs)";
+// The run's plan, from the same checks and the same resolution of M and L as the run's.
+Plan preview(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, bool per_head, Pass pass,
+             const AttentionOptions& options) {
+  const char* where = "plan_attention (sparse inputs)";
   const bounds::DenseShape shape = sparse_inputs_detail::check_inputs(where, inputs);
   sparse_inputs_detail::check_masks(where, masks, per_head, inputs, shape);
-  return plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words, io::plan_line_words(where, line_words, nullptr),
-                                      pass, requested);
+  return plan_detail::plan_csr_inputs(shape, inputs, masks, api_detail::resolve_cache(where, options),
+                                      api_detail::resolve_line_words(where, options), pass, options.algorithm);
 }
 
 }  // namespace
 
-Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested, int64_t line_words) {
-  return checked_plan(inputs, {mask}, false, cache_words, pass, requested, line_words);
+Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, Pass pass, const AttentionOptions& options) {
+  return preview(inputs, {mask}, false, pass, options);
 }
 
-Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, int64_t cache_words, Pass pass,
-                    Algorithm requested, int64_t line_words) {
-  return checked_plan(inputs, masks, true, cache_words, pass, requested, line_words);
+Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, Pass pass,
+                    const AttentionOptions& options) {
+  return preview(inputs, masks, true, pass, options);
 }
 
-Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, int64_t cache_words, Pass pass,
-                    Algorithm requested, int64_t line_words) {
-  return plan_attention(MultiHeadInputs::one(inputs), mask, cache_words, pass, requested, line_words);
+Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, Pass pass, const AttentionOptions& options) {
+  return preview(MultiHeadInputs::one(inputs), {mask}, false, pass, options);
 }
 
 }  // namespace spattn

@@ -104,7 +104,7 @@ TEST(LineModel, SparseInputsCountWhatTheirPlanPredictsAtEveryLineSize) {
                                           TensorView<float>::matrix(lse.data(), n, 1), mask, options);
       EXPECT_EQ(plan.line_words, line_words);
       testing::expect_counted_with_input_indices(plan, ledger);
-      EXPECT_TRUE(plan_attention(inputs, mask, 2000, Pass::forward, algorithm, line_words) == plan);
+      EXPECT_TRUE(plan_attention(inputs, mask, Pass::forward, spattn::testing::planning_options(2000, algorithm, line_words)) == plan);
     }
   }
 }

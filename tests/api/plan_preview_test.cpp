@@ -203,19 +203,23 @@ TEST(PlanPreview, CsrInputsPreviewEqualsTheRun) {
   const auto cview = [](const std::vector<float>& x, int64_t h, int64_t last) {
     return spattn::TensorView<const float>::contiguous(x.data(), 1, h, n, last);
   };
+  // M = 0 is the run's default M, and a ledger of lines of 1 sets the plan's lines, in the preview
+  // as in the run.
+  spattn::io::Ledger word_ledger(1);
   for (const Algorithm algorithm : {Algorithm::automatic, Algorithm::flash, Algorithm::small_cache}) {
-    for (const int64_t cache_words : {int64_t{200}, int64_t{2048}}) {
+    for (const int64_t cache_words : {int64_t{0}, int64_t{200}, int64_t{2048}}) {
       AttentionOptions options;
       options.algorithm = algorithm;
       options.cache_words = cache_words;
+      if (cache_words == 200) options.ledger = &word_ledger;
       const std::string where = std::string(spattn::algorithm_name(algorithm)) + " M " + std::to_string(cache_words);
       // One mask for both heads.
       const Plan forward = spattn::attention_forward(inputs, view(o, heads, d), view(lse, heads, 1), causal, options);
-      EXPECT_TRUE(forward == spattn::plan_attention(inputs, causal, cache_words, Pass::forward, algorithm)) << where;
+      EXPECT_TRUE(forward == spattn::plan_attention(inputs, causal, Pass::forward, options)) << where;
       const Plan backward = spattn::attention_backward(inputs, cview(o, heads, d), cview(lse, heads, 1),
                                                        cview(d_o, heads, d), view(dq, heads, d),
                                                        view(dk, kv_heads, d), view(dv, kv_heads, d), causal, options);
-      const Plan backward_preview = spattn::plan_attention(inputs, causal, cache_words, Pass::backward, algorithm);
+      const Plan backward_preview = spattn::plan_attention(inputs, causal, Pass::backward, options);
       EXPECT_TRUE(backward == backward_preview) << where << "\npreview:\n"
                                                 << backward_preview.to_string() << "run:\n" << backward.to_string();
       EXPECT_GT(backward_preview.kv_sum_reads, 0) << where;
@@ -223,9 +227,11 @@ TEST(PlanPreview, CsrInputsPreviewEqualsTheRun) {
       const std::vector<Mask> per_head{causal, window};
       const Plan per_head_run =
           spattn::attention_forward(inputs, view(o, heads, d), view(lse, heads, 1), per_head, options);
-      EXPECT_TRUE(per_head_run == spattn::plan_attention(inputs, per_head, cache_words, Pass::forward, algorithm))
+      EXPECT_TRUE(per_head_run == spattn::plan_attention(inputs, per_head, Pass::forward, options))
           << where;
       EXPECT_EQ(per_head_run.run->groups.size(), 2u) << where;
+      EXPECT_EQ(forward.cache_words, cache_words == 0 ? spattn::default_cache_words() : cache_words) << where;
+      EXPECT_EQ(forward.line_words, cache_words == 200 ? 1 : 16) << where;
     }
   }
 }

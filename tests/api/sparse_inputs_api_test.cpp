@@ -134,7 +134,7 @@ TEST(SparseInputsApi, EveryAlgorithmAgreesWithTheReferenceAndItsPlan) {
 TEST(SparseInputsApi, PlanUsesTheNonzerosForZInputAndTheSparseBound) {
   const Problem p(64, 64, 16, 16, 0.1);
   const Mask mask = Mask::from_spec("sliding_window:w=8", 64, 64);
-  const Plan plan = plan_attention(p.inputs(true), mask, 1024, Pass::forward);
+  const Plan plan = plan_attention(p.inputs(true), mask, Pass::forward, spattn::testing::planning_options(1024));
   const double z_input = 0.5 * static_cast<double>(p.nnz_q() + p.nnz_k());
   EXPECT_EQ(plan.z_input, z_input);
   EXPECT_LT(plan.z_input, 0.5 * 64 * 16);  // far below the dense n d = 1024
@@ -147,11 +147,11 @@ TEST(SparseInputsApi, PlanUsesTheNonzerosForZInputAndTheSparseBound) {
             std::string::npos)
       << plan.to_string();
   // A full mask with sparse inputs takes the sparse bound too, with Z_QK = n^2.
-  const Plan full = plan_attention(p.inputs(true), Mask::full(64, 64), 1024, Pass::backward);
+  const Plan full = plan_attention(p.inputs(true), Mask::full(64, 64), Pass::backward, spattn::testing::planning_options(1024));
   EXPECT_EQ(full.z_qk, 64 * 64);
   EXPECT_EQ(full.bound.value, bounds::sparse(z_input, 64.0 * 64.0, 1024.0).value);
   // Dense inputs through this API: the plan of attention.hpp, unchanged.
-  const Plan dense = plan_attention(p.inputs(false), mask, 1024, Pass::forward);
+  const Plan dense = plan_attention(p.inputs(false), mask, Pass::forward, spattn::testing::planning_options(1024));
   const Plan direct = plan_attention(bounds::DenseShape{64, 64, 16, 16}, mask, 1024, Pass::forward);
   EXPECT_EQ(dense.total(), direct.total());
   EXPECT_EQ(dense.z_input, direct.z_input);

@@ -4,6 +4,8 @@
 
 #include "support/test_helpers.hpp"
 
+#include <spattn/attention.hpp>
+
 #include <sparse_formats/convert.hpp>
 #include <sparse_formats/csr.hpp>
 
@@ -13,6 +15,16 @@
 #include <vector>
 
 namespace spattn::testing {
+
+// The options of a preview (or a run) with fast memory M, `algorithm` and lines of `line_words`.
+inline AttentionOptions planning_options(int64_t cache_words, Algorithm algorithm = Algorithm::automatic,
+                                         int64_t line_words = 0) {
+  AttentionOptions options;
+  options.cache_words = cache_words;
+  options.algorithm = algorithm;
+  options.line_words = line_words;
+  return options;
+}
 
 struct SparseInput {
   std::vector<float> dense;                           // (rows, cols), zeros where nothing is stored

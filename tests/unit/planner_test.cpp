@@ -145,7 +145,7 @@ TEST(Planner, TheSwitchLineSaysWhoCanSearchIt) {
                                        spattn::AttentionInput::csr(k.csr.view()),
                                        spattn::AttentionInput::csr(v.csr.view())};
   for (const spattn::Mask& mask : {causal, spattn::Mask::full(97, 97)}) {
-    const std::string text = spattn::plan_attention(sparse, mask, 300, Pass::backward).to_string();
+    const std::string text = spattn::plan_attention(sparse, mask, Pass::backward, spattn::testing::planning_options(300)).to_string();
     EXPECT_NE(text.find("switch: not searched for sparse inputs; theory puts it at Z_input^2 / Z_QK = "),
               std::string::npos)
         << text;
@@ -156,7 +156,7 @@ TEST(Planner, TheSwitchLineSaysWhoCanSearchIt) {
   const spattn::AttentionInputs stored{spattn::AttentionInput::csr(full_q.csr.view()),
                                        spattn::AttentionInput::csr(full_q.csr.view()),
                                        spattn::AttentionInput::csr(v.csr.view())};
-  const std::string all_stored = spattn::plan_attention(stored, causal, 300, Pass::forward).to_string();
+  const std::string all_stored = spattn::plan_attention(stored, causal, Pass::forward, spattn::testing::planning_options(300)).to_string();
   EXPECT_NE(all_stored.find("not searched for sparse inputs"), std::string::npos) << all_stored;
 }
 
