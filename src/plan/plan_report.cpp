@@ -38,23 +38,6 @@ bool same_run(const std::shared_ptr<const detail::PlannedRun>& a, const std::sha
   return *a == *b;
 }
 
-bool same_tiles(const schedules::MatmulTiles& a, const schedules::MatmulTiles& b) {
-  return a.tile_m == b.tile_m && a.tile_n == b.tile_n && a.tile_k == b.tile_k;
-}
-
-bool same_tiles(const schedules::SmallCacheTiles& a, const schedules::SmallCacheTiles& b) {
-  return a.pass == b.pass && same_shape(a.shape, b.shape) && a.cache_words == b.cache_words &&
-         same_tiles(a.scores, b.scores) && same_tiles(a.output, b.output) && same_tiles(a.d_scores, b.d_scores) &&
-         same_tiles(a.dq, b.dq) && same_tiles(a.dk, b.dk) && same_tiles(a.dv, b.dv) && a.delta_rows == b.delta_rows &&
-         a.delta_cols == b.delta_cols;
-}
-
-bool same_tiles(const schedules::SparseSmallCacheTiles& a, const schedules::SparseSmallCacheTiles& b) {
-  return a.pass == b.pass && same_shape(a.shape, b.shape) && a.cache_words == b.cache_words && a.nnz == b.nnz &&
-         a.scores == b.scores && a.output == b.output && a.probs == b.probs && a.d_scores == b.d_scores &&
-         a.dq == b.dq && a.dk == b.dk && a.dv == b.dv;
-}
-
 // Where the counted lines are a real cache's: the simulator check (tests/cache_sim, an LRU cache of
 // 2M words with 64-byte lines, so measured at L = 16) holds them within [0.8, 1.25] of its misses
 // from M = 2 L^2 when a head row is at least 4 lines (head_dim >= 4 L), and from 32 L^2 for rows
@@ -92,8 +75,7 @@ bool same_mask(const Mask& a, const Mask& b) {
 bool operator==(const PlannedGroup& a, const PlannedGroup& b) {
   return same_mask(a.mask, b.mask) && a.heads == b.heads && a.algorithm == b.algorithm &&
          a.flash_tiles == b.flash_tiles && a.flash_mask == b.flash_mask &&
-         same_tiles(a.small_cache_tiles, b.small_cache_tiles) &&
-         same_tiles(a.sparse_small_cache_tiles, b.sparse_small_cache_tiles) &&
+         a.small_cache_tiles == b.small_cache_tiles && a.sparse_small_cache_tiles == b.sparse_small_cache_tiles &&
          a.sparse_small_cache_mask == b.sparse_small_cache_mask;
 }
 

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <vector>
 
 namespace spattn::detail {
@@ -44,6 +45,9 @@ struct KvSumTile {
   int64_t rows = 0;
   int64_t cols = 0;
   friend bool operator==(const KvSumTile& a, const KvSumTile& b) { return a.rows == b.rows && a.cols == b.cols; }
+  friend std::ostream& operator<<(std::ostream& out, const KvSumTile& tile) {
+    return out << tile.rows << " x " << tile.cols;
+  }
 };
 
 struct PlannedRun {

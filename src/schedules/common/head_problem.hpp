@@ -6,6 +6,7 @@
 #include <spattn/types.hpp>  // Pass, pass_name
 
 #include <cstdint>
+#include <iosfwd>
 
 namespace spattn::schedules {
 
@@ -18,7 +19,13 @@ struct HeadShape {
   int64_t seqlen_k = 0;
   int64_t head_dim = 0;    // d of Q and K
   int64_t head_dim_v = 0;  // d of V and O (usually == head_dim)
+  friend bool operator==(const HeadShape& a, const HeadShape& b) {
+    return a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.head_dim == b.head_dim &&
+           a.head_dim_v == b.head_dim_v;
+  }
 };
+// "seqlen_q x seqlen_k, head_dim d, head_dim_v e" (the tile records print with it; tests show it).
+std::ostream& operator<<(std::ostream& out, const HeadShape& shape);
 
 // Forward: O = softmax(scale * Q K^T) V and LSE, row by row.
 struct HeadForward {

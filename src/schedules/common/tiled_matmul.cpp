@@ -8,6 +8,7 @@
 #include <spattn/error.hpp>
 
 #include <algorithm>
+#include <ostream>
 
 namespace spattn::schedules {
 namespace {
@@ -377,6 +378,14 @@ void tiled_matmul(io::FastMemory& fast, const MatmulInput& a, const MatmulInput&
     }
     hooks.end_row_block(fast, row0, rows);
   }
+}
+
+std::ostream& operator<<(std::ostream& out, const MatmulTiles& tiles) {
+  out << tiles.tile_m << " x " << tiles.tile_n << ", chunk " << tiles.tile_k;
+  if (tiles.carry_line_words > 0) {
+    out << ", carry " << tiles.carry_line_words << (tiles.carry_a ? " A" : "") << (tiles.carry_b ? " B" : "");
+  }
+  return out;
 }
 
 }  // namespace spattn::schedules

@@ -48,6 +48,7 @@
 #include <spattn/io.hpp>
 
 #include <cstdint>
+#include <iosfwd>
 
 namespace spattn::schedules {
 
@@ -59,7 +60,13 @@ struct MatmulTiles {
   int64_t carry_line_words = 0;
   bool carry_a = false;
   bool carry_b = false;
+  friend bool operator==(const MatmulTiles& a, const MatmulTiles& b) {
+    return a.tile_m == b.tile_m && a.tile_n == b.tile_n && a.tile_k == b.tile_k &&
+           a.carry_line_words == b.carry_line_words && a.carry_a == b.carry_a && a.carry_b == b.carry_b;
+  }
 };
+// "tile_m x tile_n, chunk tile_k", and the carry when there is one.
+std::ostream& operator<<(std::ostream& out, const MatmulTiles& tiles);
 
 // How op(A) and op(B) lie in slow memory, for the line counts: a dense row-major array, or the
 // transposed view of one (K^T in S = Q K^T, dS^T in dK = dS^T Q). C is row-major.

@@ -22,6 +22,7 @@
 #include <spattn/error.hpp>
 
 #include <cstdint>
+#include <iosfwd>
 
 namespace spattn::schedules {
 
@@ -43,6 +44,8 @@ struct FlashTiles {
            a.dkdv_block_k == b.dkdv_block_k;
   }
 };
+// "block_q b_q, block_k b_k, dkdv_block_q c_q, dkdv_block_k c_k".
+std::ostream& operator<<(std::ostream& out, const FlashTiles& tiles);
 
 // Whether a run walks a block-sparse mask (a FlashMask, flash_mask.hpp) or is dense
 // (mask == nullptr: every tile visited, no index word moved). A masked run keeps a few index

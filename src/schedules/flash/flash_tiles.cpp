@@ -8,6 +8,7 @@
 #include <spattn/error.hpp>
 
 #include <algorithm>
+#include <ostream>
 #include <limits>
 
 namespace spattn::schedules {
@@ -293,6 +294,11 @@ HeadShape head_shape(const HeadForward& problem) {
 }
 HeadShape head_shape(const HeadBackward& problem) {
   return {problem.q.rows(), problem.k.rows(), problem.q.cols(), problem.v.cols()};
+}
+
+std::ostream& operator<<(std::ostream& out, const FlashTiles& tiles) {
+  return out << "block_q " << tiles.block_q << ", block_k " << tiles.block_k << ", dkdv_block_q " << tiles.dkdv_block_q
+             << ", dkdv_block_k " << tiles.dkdv_block_k;
 }
 
 }  // namespace spattn::schedules

@@ -27,6 +27,7 @@
 #include <spattn/io.hpp>
 
 #include <cstdint>
+#include <iosfwd>
 #include <vector>
 
 namespace spattn::schedules {
@@ -44,7 +45,14 @@ struct SmallCacheTiles {
   MatmulTiles dv;           // backward: (n, m) x (m, d_v)
   int64_t delta_rows = 1;   // backward: D pass chunk, rows of dO and O ...
   int64_t delta_cols = 1;   // ... by columns
+  friend bool operator==(const SmallCacheTiles& a, const SmallCacheTiles& b) {
+    return a.pass == b.pass && a.shape == b.shape && a.cache_words == b.cache_words && a.line_words == b.line_words &&
+           a.scores == b.scores && a.output == b.output && a.d_scores == b.d_scores && a.dq == b.dq && a.dk == b.dk &&
+           a.dv == b.dv && a.delta_rows == b.delta_rows && a.delta_cols == b.delta_cols;
+  }
 };
+// The pass, what they were chosen for, and each product's tiles.
+std::ostream& operator<<(std::ostream& out, const SmallCacheTiles& tiles);
 
 // The smallest M the schedule runs with: 5 words forward (1 x 1 tiles, one word each of A and B,
 // row max and sum), 4 backward (1 x 1 tiles and one row statistic, LSE or D). Independent of the

@@ -10,6 +10,7 @@
 #include <spattn/error.hpp>
 
 #include <algorithm>
+#include <ostream>
 #include <sstream>
 
 namespace spattn::schedules {
@@ -215,6 +216,14 @@ IoCount predict_small_cache_backward_lines(const HeadShape& shape, const SmallCa
 int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass) {
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   return (pass == Pass::forward ? 2 * (d + e) : 6 * d + 4 * e) * pairs;
+}
+
+std::ostream& operator<<(std::ostream& out, const SmallCacheTiles& tiles) {
+  out << "small_cache " << pass_name(tiles.pass) << " tiles for " << tiles.shape << ", M " << tiles.cache_words << ", L "
+      << tiles.line_words << ": ";
+  if (tiles.pass == Pass::forward) return out << "S " << tiles.scores << "; O " << tiles.output;
+  return out << "P " << tiles.scores << "; dS " << tiles.d_scores << "; dQ " << tiles.dq << "; dK " << tiles.dk << "; dV "
+             << tiles.dv << "; D " << tiles.delta_rows << " x " << tiles.delta_cols;
 }
 
 }  // namespace spattn::schedules

@@ -54,6 +54,7 @@
 #include <sparse_formats/intervals.hpp>
 
 #include <cstdint>
+#include <iosfwd>
 #include <vector>
 
 namespace spattn::schedules {
@@ -125,6 +126,8 @@ struct SparseSweepTiles {
            a.run == b.run;
   }
 };
+// "rows r x cols c, chunk k, run u".
+std::ostream& operator<<(std::ostream& out, const SparseSweepTiles& tiles);
 
 struct SparseSmallCacheTiles {
   Pass pass = Pass::forward;
@@ -139,7 +142,14 @@ struct SparseSmallCacheTiles {
   SparseSweepTiles dq;        // backward: dQ (SpMM, queries, d)
   SparseSweepTiles dk;        // backward: dK (SpMM, rows = keys, width d)
   SparseSweepTiles dv;        // backward: dV (SpMM, keys, e)
+  friend bool operator==(const SparseSmallCacheTiles& a, const SparseSmallCacheTiles& b) {
+    return a.pass == b.pass && a.shape == b.shape && a.cache_words == b.cache_words && a.nnz == b.nnz &&
+           a.line_words == b.line_words && a.scores == b.scores && a.output == b.output && a.probs == b.probs &&
+           a.d_scores == b.d_scores && a.dq == b.dq && a.dk == b.dk && a.dv == b.dv;
+  }
 };
+// The pass, what they were chosen for, and each sweep's tiles.
+std::ostream& operator<<(std::ostream& out, const SparseSmallCacheTiles& tiles);
 
 // Words moved, value words (Q, K, V, O, LSE, dO, S, P, dS, ...) and index words (mask structure)
 // apart.

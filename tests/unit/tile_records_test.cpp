@@ -1,0 +1,89 @@
+// The tile records the plan carries compare every field and print what they hold, so that a test
+// comparing two plans' tiles says which tiles differ.
+#include "schedules/common/tiled_matmul.hpp"
+#include "schedules/flash/flash.hpp"
+#include "schedules/small_cache/small_cache.hpp"
+#include "schedules/sparse_small_cache/sparse_small_cache.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+namespace {
+
+using namespace spattn::schedules;
+
+template <typename T>
+std::string text_of(const T& value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+TEST(TileRecords, PrintWhatTheyHold) {
+  EXPECT_EQ(text_of(FlashTiles{64, 16, 8, 128}), "block_q 64, block_k 16, dkdv_block_q 8, dkdv_block_k 128");
+  MatmulTiles product{32, 16, 8, 0, false, false};
+  EXPECT_EQ(text_of(product), "32 x 16, chunk 8");
+  product.carry_line_words = 16;
+  product.carry_b = true;
+  EXPECT_EQ(text_of(product), "32 x 16, chunk 8, carry 16 B");
+  EXPECT_EQ(text_of(HeadShape{7, 97, 64, 40}), "7 x 97, head_dim 64, head_dim_v 40");
+
+  SmallCacheTiles dense;
+  dense.shape = {7, 97, 64, 40};
+  dense.cache_words = 4096;
+  dense.line_words = 16;
+  dense.scores = {2, 3, 4, 0, false, false};
+  dense.output = {5, 6, 7, 0, false, false};
+  EXPECT_EQ(text_of(dense),
+            "small_cache forward tiles for 7 x 97, head_dim 64, head_dim_v 40, M 4096, L 16: S 2 x 3, chunk 4; O 5 x 6, "
+            "chunk 7");
+
+  SparseSmallCacheTiles sparse;
+  sparse.pass = spattn::Pass::backward;
+  sparse.shape = {1, 1, 8, 8};
+  sparse.nnz = 1;
+  sparse.cache_words = 100;
+  sparse.line_words = 1;
+  EXPECT_EQ(text_of(sparse.dq), "rows 1 x cols 1, chunk 1, run 1");
+  EXPECT_EQ(text_of(sparse).rfind("density-adaptive small_cache backward tiles for 1 x 1, head_dim 8, head_dim_v 8, "
+                                  "1 mask entries, M 100, L 1: P rows 1",
+                                  0),
+            0u)
+      << text_of(sparse);
+}
+
+// Equality covers every field: tiles chosen for another line size, or with another carry, would
+// move other lines, so they are other tiles.
+TEST(TileRecords, EqualityComparesEveryField) {
+  const MatmulTiles product{32, 16, 8, 16, true, false};
+  MatmulTiles other = product;
+  EXPECT_EQ(product, other);
+  other.carry_a = false;
+  EXPECT_FALSE(product == other);
+  other = product;
+  other.carry_line_words = 8;
+  EXPECT_FALSE(product == other);
+
+  SmallCacheTiles a;
+  a.line_words = 16;
+  SmallCacheTiles b = a;
+  EXPECT_EQ(a, b);
+  b.line_words = 1;
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.dk.carry_b = true;
+  EXPECT_FALSE(a == b);
+
+  SparseSmallCacheTiles c;
+  SparseSmallCacheTiles d = c;
+  EXPECT_EQ(c, d);
+  d.line_words = 16;
+  EXPECT_FALSE(c == d);
+  d = c;
+  d.shape.head_dim_v = 3;
+  EXPECT_FALSE(c == d);
+}
+
+}  // namespace
