@@ -282,7 +282,8 @@ void register_plan(CLI::App& app) {
     if (!mask.is_full()) std::cout << "mask " << flags->mask << ": " << describe_mask_memory(mask) << '\n';
     for (Pass pass : passes(flags->pass)) {
       std::cout << plan_attention(shape, mask, flags->cache_words, pass, parse_algorithm(flags->algorithm),
-                                  flags->heads, flags->search_switch, parse_plan_objective(flags->objective),
+                                  flags->heads, flags->search_switch ? SwitchSearch::search : SwitchSearch::skip,
+                                  parse_plan_objective(flags->objective),
                                   flags->line_words)
                        .to_string();
     }

@@ -18,8 +18,8 @@ namespace {
 
 // The I/O study plans, and counts, for the fewest words (spattn/plan.hpp, PlanObjective).
 Plan plan_for_words(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, int64_t line_words,
-                    Pass pass, Algorithm requested, bool search_switch = false) {
-  return plan_attention(shape, mask, cache_words, pass, requested, 1, search_switch, PlanObjective::words, line_words);
+                    Pass pass, Algorithm requested, SwitchSearch switch_search = SwitchSearch::skip) {
+  return plan_attention(shape, mask, cache_words, pass, requested, 1, switch_search, PlanObjective::words, line_words);
 }
 
 std::vector<float> random_values(size_t count, uint64_t seed) {
@@ -322,7 +322,7 @@ std::vector<int64_t> add_switch(std::vector<Row>& rows, size_t first, const Prob
       return row.feasible() && !(forward ? row.algorithm_forward : row.algorithm_backward).empty();
     };
     if (std::none_of(begin, rows.end(), includes)) continue;
-    const Plan plan = plan_for_words(shape, mask, anchor, line_words, pass, Algorithm::automatic, true);
+    const Plan plan = plan_for_words(shape, mask, anchor, line_words, pass, Algorithm::automatic, SwitchSearch::search);
     const int64_t found = plan.switch_cache_words;
     if (!forward) backward = plan.switches;
     for (auto row = begin; row != rows.end(); ++row) {

@@ -178,9 +178,9 @@ std::vector<CaseResult> run_case(SpeedProblem& problem, const std::vector<CaseSl
       const auto start = std::chrono::steady_clock::now();
       // (as the runs planned: their options' objective; the mask's caches are warm by now)
       plan_attention(shape, slots[i].mask, result.cache_words, Pass::forward, result.requested, settings.heads,
-                     false, options[i].objective, settings.line_words);
+                     SwitchSearch::skip, options[i].objective, settings.line_words);
       plan_attention(shape, slots[i].mask, result.cache_words, Pass::backward, result.requested, settings.heads,
-                     false, options[i].objective, settings.line_words);
+                     SwitchSearch::skip, options[i].objective, settings.line_words);
       plans.push_back(seconds_since(start));
     }
     result.repetitions = static_cast<int>(both[i].size());

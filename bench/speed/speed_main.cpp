@@ -66,7 +66,7 @@ bool runs_small_cache(Algorithm algorithm, const Mask& mask, int64_t n, int64_t 
   const bounds::DenseShape shape{n, n, d, d};
   const int64_t cache_words = settings.cache_words == 0 ? default_cache_words() : settings.cache_words;
   for (const Pass pass : {Pass::forward, Pass::backward}) {
-    if (plan_attention(shape, mask, cache_words, pass, algorithm, settings.heads, false, PlanObjective::time,
+    if (plan_attention(shape, mask, cache_words, pass, algorithm, settings.heads, SwitchSearch::skip, PlanObjective::time,
                        settings.line_words).algorithm ==
         Algorithm::small_cache) {
       return true;

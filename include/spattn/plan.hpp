@@ -160,10 +160,14 @@ bool operator!=(const Plan& a, const Plan& b);
 Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& small_cache, bool masked,
                            PlanObjective objective);
 
+// Whether a plan over a mask searches the M where auto's choice switches (Plan::switches): it
+// re-predicts both algorithms at about 40 sizes, so previews skip it unless asked.
+enum class SwitchSearch { skip, search };
+
 // Plans a head problem over `mask` (seqlen_q x seqlen_k): for a full mask the dense flash and
 // small_cache, otherwise block-sparse flash and the density-adaptive small_cache, each predicted
 // exactly from the mask's structure (the structures are cached in the mask). The switch M is
-// searched only when search_switch is set (it re-predicts at about 40 sizes: O(40 nnz) for a
+// searched only with SwitchSearch::search (it re-predicts at about 40 sizes: O(40 nnz) for a
 // sparse mask); a full mask always gets it, searched once per (seqlen_q, seqlen_k, head_dim,
 // head_dim_v, pass) and kept (thread-safe).
 // `objective`: what the tiles over a mask and auto's choice minimize (above; time by default, as
@@ -174,7 +178,7 @@ Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& smal
 // (AttentionOptions::line_words; 0 = io::kDefaultLineWords, 1 = the paper's word model).
 Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
                     Pass pass, Algorithm requested = Algorithm::automatic, int64_t num_heads = 1,
-                    bool search_switch = false, PlanObjective objective = PlanObjective::time,
+                    SwitchSearch switch_search = SwitchSearch::skip, PlanObjective objective = PlanObjective::time,
                     int64_t line_words = 0);
 
 // Plans a dense (full-mask) head problem. Throws InvalidArgument for negative sizes, M < 1, or a

@@ -73,7 +73,7 @@ double compulsory(const bounds::DenseShape& shape, Pass pass, const HeadInputs& 
 Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, const Mask& mask,
                int64_t cache_words, int64_t line_words, Pass pass, Algorithm requested) {
   // Checks M, the mask and feasibility.
-  Plan plan = plan_one_mask(shape, mask, cache_words, line_words, pass, requested, 1, false, kObjective, {0});
+  Plan plan = plan_one_mask({shape, cache_words, line_words, pass, requested, 1, SwitchSearch::skip, kObjective, {0}}, mask);
   if (!inputs.any_csr()) return plan;
 
   const HeadShape head = head_shape(shape);

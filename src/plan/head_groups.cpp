@@ -166,13 +166,14 @@ Plan plan_dense_inputs(const bounds::DenseShape& shape, const std::vector<Mask>&
   Plan plan;
   if (groups.empty()) {  // no heads: a plan of the shape, for reporting
     const Mask mask = masks.empty() ? Mask::full(shape.seqlen_q, shape.seqlen_k) : masks.front();
-    plan = plan_one_mask(shape, mask, cache_words, line_words, pass, planned, 0, false, objective, {});
+    plan = plan_one_mask({shape, cache_words, line_words, pass, planned, 0, SwitchSearch::skip, objective, {}}, mask);
   } else {
     const auto plan_groups = [&](Algorithm algorithm) {
       for (GroupPlan& group : groups) {
-        group.plan = plan_one_mask(shape, group.group.mask, cache_words, line_words, pass, algorithm,
-                                   heads.batch * static_cast<int64_t>(group.group.heads.size()), false, objective,
-                                   group.group.heads);
+        const int64_t num_heads = heads.batch * static_cast<int64_t>(group.group.heads.size());
+        group.plan = plan_one_mask({shape, cache_words, line_words, pass, algorithm, num_heads, SwitchSearch::skip,
+                                    objective, group.group.heads},
+                                   group.group.mask);
       }
     };
     plan_groups(planned);

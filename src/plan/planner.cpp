@@ -25,23 +25,27 @@ Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& smal
 Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
                 Algorithm requested, int64_t num_heads, int64_t line_words) {
   return plan_attention(shape, Mask::full(std::max<int64_t>(shape.seqlen_q, 0), std::max<int64_t>(shape.seqlen_k, 0)),
-                        cache_words, pass, requested, num_heads, true, PlanObjective::time, line_words);
+                        cache_words, pass, requested, num_heads, SwitchSearch::search, PlanObjective::time, line_words);
 }
 
 Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
-                    Pass pass, Algorithm requested, int64_t num_heads, bool search_switch,
+                    Pass pass, Algorithm requested, int64_t num_heads, SwitchSearch switch_search,
                     PlanObjective objective, int64_t line_words) {
-  std::vector<int64_t> heads(static_cast<size_t>(std::max<int64_t>(num_heads, 0)));
-  for (size_t h = 0; h < heads.size(); ++h) heads[h] = static_cast<int64_t>(h);
-  return plan_detail::plan_one_mask(shape, mask, cache_words, io::plan_line_words("plan", line_words, nullptr), pass,
-                                    requested, num_heads, search_switch, objective, std::move(heads));
+  plan_detail::OneMaskRequest request{shape, cache_words, io::plan_line_words("plan", line_words, nullptr),
+                                      pass, requested, num_heads, switch_search, objective, {}};
+  request.run_heads.resize(static_cast<size_t>(std::max<int64_t>(num_heads, 0)));
+  for (size_t h = 0; h < request.run_heads.size(); ++h) request.run_heads[h] = static_cast<int64_t>(h);
+  return plan_detail::plan_one_mask(request, mask);
 }
 
 namespace plan_detail {
 
-Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, int64_t line_words,
-                   Pass pass, Algorithm requested, int64_t num_heads, bool search_switch, PlanObjective objective,
-                   std::vector<int64_t> run_heads) {
+Plan plan_one_mask(const OneMaskRequest& request, const Mask& mask) {
+  const bounds::DenseShape& shape = request.shape;
+  const int64_t cache_words = request.cache_words, line_words = request.line_words, num_heads = request.num_heads;
+  const Pass pass = request.pass;
+  const Algorithm requested = request.requested;
+  const PlanObjective objective = request.objective;
   if (cache_words < 1) fail("plan: cache size M = ", cache_words, " words must be >= 1");
   if (num_heads < 0) fail("plan: num_heads = ", num_heads, " must be >= 0");
   if (shape.seqlen_q < 0 || shape.seqlen_k < 0 || shape.head_dim < 0 || shape.head_dim_v < 0) {
@@ -123,11 +127,11 @@ Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t ca
   auto run = std::make_shared<detail::PlannedRun>();
   run->pass = pass;
   run->cache_words = cache_words;
-  if (!run_heads.empty()) {
-    run->groups.push_back(plan_detail::planned_group(mask, std::move(run_heads), plan.algorithm, costs, pass));
+  if (!request.run_heads.empty()) {
+    run->groups.push_back(plan_detail::planned_group(mask, request.run_heads, plan.algorithm, costs, pass));
   }
   plan.run = std::move(run);
-  if (search_switch || !plan.masked) {
+  if (request.switch_search == SwitchSearch::search || !plan.masked) {
     const auto switches =
         sparse_mask != nullptr ? find_switches(head, sparse_mask, line_words, pass, objective)
                                : dense_switches(head, line_words, pass);

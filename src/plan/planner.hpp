@@ -8,6 +8,7 @@
 #include <spattn/mask.hpp>
 #include <spattn/plan.hpp>
 #include <spattn/inputs.hpp>
+#include <spattn/io.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -22,12 +23,23 @@ struct CallHeads {
   int64_t kv_heads = 1;
 };
 
-// One mask's plan for `num_heads` head problems that run as one group of query heads `heads`
-// (plan_attention's checks and messages; a requested algorithm that does not fit M throws), made
-// for lines of `line_words` words (checked by the caller: io::plan_line_words).
-Plan plan_one_mask(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, int64_t line_words,
-                   Pass pass, Algorithm requested, int64_t num_heads, bool search_switch, PlanObjective objective,
-                   std::vector<int64_t> heads);
+// What plan_one_mask plans: one mask's `num_heads` head problems, which run as one group of the
+// query heads `run_heads` (empty: a plan for reporting, with no group to run).
+struct OneMaskRequest {
+  bounds::DenseShape shape;
+  int64_t cache_words = 0;
+  int64_t line_words = io::kDefaultLineWords;  // checked by the caller (io::plan_line_words)
+  Pass pass = Pass::forward;
+  Algorithm requested = Algorithm::automatic;
+  int64_t num_heads = 1;
+  SwitchSearch switch_search = SwitchSearch::skip;
+  PlanObjective objective = PlanObjective::time;
+  std::vector<int64_t> run_heads;
+};
+
+// One mask's plan (plan_attention's checks and messages; a requested algorithm that does not fit
+// M throws).
+Plan plan_one_mask(const OneMaskRequest& request, const Mask& mask);
 
 // A call with dense inputs: the query heads grouped by mask (`masks`: one for all heads, or one per
 // query head; checked by the caller), every group planned over its mask, one algorithm for all of

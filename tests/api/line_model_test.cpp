@@ -115,9 +115,9 @@ TEST(LineModel, SparseInputsCountWhatTheirPlanPredictsAtEveryLineSize) {
 TEST(LineModel, TheTilesAreChosenForTheLineSize) {
   const int64_t n = 1024, d = 64;
   const Mask mask = Mask::from_spec("random:p=0.05,seed=1", n, n);
-  const Plan words = plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::small_cache, 1, false,
+  const Plan words = plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::small_cache, 1, spattn::SwitchSearch::skip,
                                     PlanObjective::words, 1);
-  const Plan lines = plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::small_cache, 1, false,
+  const Plan lines = plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::small_cache, 1, spattn::SwitchSearch::skip,
                                     PlanObjective::words, 16);
   EXPECT_EQ(words.small_cache.tiles.find(" run "), std::string::npos) << words.small_cache.tiles;
   EXPECT_NE(lines.small_cache.tiles.find(" run 16"), std::string::npos) << lines.small_cache.tiles;
@@ -138,7 +138,7 @@ TEST(LineModel, ABadLineSizeOrAnotherLedgersIsRefusedBeforeAnythingRuns) {
                                      "line_words = " + std::to_string(bad));
     EXPECT_TRUE(std::isnan(problem.o[0]));  // nothing written
     expect_invalid_argument(
-        [&] { plan_attention({7, 7, 4, 4}, mask, 300, Pass::forward, Algorithm::automatic, 1, false,
+        [&] { plan_attention({7, 7, 4, 4}, mask, 300, Pass::forward, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
                              PlanObjective::time, bad); },
         "line_words = " + std::to_string(bad));
   }
@@ -158,7 +158,7 @@ void expect_random_mask_switches_near_the_theory(int64_t n) {
   for (const double density : {0.01, 0.05, 0.2}) {
     const Mask mask = Mask::from_spec("random:p=" + std::to_string(density) + ",seed=1", n, n);
     for (const Pass pass : {Pass::forward, Pass::backward}) {
-      const Plan plan = plan_attention({n, n, 64, 64}, mask, 4096, pass, Algorithm::automatic, 1, true,
+      const Plan plan = plan_attention({n, n, 64, 64}, mask, 4096, pass, Algorithm::automatic, 1, spattn::SwitchSearch::search,
                                        PlanObjective::words, 1);
       ASSERT_FALSE(plan.switches.empty());
       const double ratio = static_cast<double>(plan.switches.back()) / plan.theoretical_switch;

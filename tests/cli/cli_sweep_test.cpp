@@ -119,7 +119,7 @@ TEST_F(CliSweepTest, CountedIoEqualsTheLibrarysPrediction) {
     for (spattn::Pass pass : {spattn::Pass::forward, spattn::Pass::backward}) {
       const bool forward = pass == spattn::Pass::forward;
       if (row.at("pass") == (forward ? "bwd" : "fwd")) continue;
-      const auto plan = spattn::plan_attention({n, n, d, d}, mask, row.at("cache_words").get<int64_t>(), pass, requested, 1, false,
+      const auto plan = spattn::plan_attention({n, n, d, d}, mask, row.at("cache_words").get<int64_t>(), pass, requested, 1, spattn::SwitchSearch::skip,
                                                 spattn::PlanObjective::words);
       reads += plan.reads;
       writes += plan.writes;

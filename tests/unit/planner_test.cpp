@@ -135,7 +135,7 @@ TEST(Planner, TheSwitchLineSaysWhoCanSearchIt) {
             std::string::npos)
       << unsearched;
   const std::string searched =
-      spattn::plan_attention(shape, causal, 300, Pass::forward, Algorithm::automatic, 1, true).to_string();
+      spattn::plan_attention(shape, causal, 300, Pass::forward, Algorithm::automatic, 1, spattn::SwitchSearch::search).to_string();
   EXPECT_EQ(searched.find("not searched"), std::string::npos) << searched;
   // CSR inputs: never searched (sparse_inputs.hpp), and the line does not send you to --switch.
   const auto q = spattn::testing::sparse_input(97, 8, 0.3, 5);

@@ -32,7 +32,7 @@ namespace {
 
 // The planner's word-objective plan (the fewest words: what these I/O tests are about).
 spattn::Plan plan_words(const spattn::bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, Pass pass) {
-  return spattn::plan_attention(shape, mask, cache_words, pass, Algorithm::automatic, 1, false,
+  return spattn::plan_attention(shape, mask, cache_words, pass, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
                                 spattn::PlanObjective::words);
 }
 
@@ -95,7 +95,7 @@ TEST(SparsePlanner, RandomMasksTrackTheSparseBoundWithinEightTimesInTheWordModel
       const Mask mask = Mask::from_spec("random:p=" + std::to_string(density) + ",seed=3", n, n);
       for (int64_t m : powers_of_two(4 * d, n * d)) {
         const auto plan = spattn::plan_attention({n, n, d, d}, mask, m, Pass::backward, Algorithm::automatic, 1,
-                                                 false, spattn::PlanObjective::words, 1);
+                                                 spattn::SwitchSearch::skip, spattn::PlanObjective::words, 1);
         ASSERT_EQ(plan.read_lines + plan.write_lines, plan.total());  // a line is a word
         lo = std::min(lo, plan.ratio_to_bound);
         hi = std::max(hi, plan.ratio_to_bound);
@@ -147,22 +147,22 @@ TEST(SparsePlanner, EverySwitchIsReportedAndTheChoiceChangesAtEach) {
   const int64_t n = 1024, d = 64;
   const Mask mask = Mask::from_spec("random:p=0.01,seed=0", n, n);
   const spattn::bounds::DenseShape shape{n, n, d, d};
-  auto plan_at = [&](int64_t m, bool search) {
+  auto plan_at = [&](int64_t m, spattn::SwitchSearch search) {
     return spattn::plan_attention(shape, mask, m, Pass::backward, Algorithm::automatic, 1, search,
                                   spattn::PlanObjective::words);
   };
-  const auto plan = plan_at(4096, true);
+  const auto plan = plan_at(4096, spattn::SwitchSearch::search);
   ASSERT_GE(plan.switches.size(), 2u);
   EXPECT_TRUE(std::is_sorted(plan.switches.begin(), plan.switches.end()));
   EXPECT_NE(std::find(plan.switches.begin(), plan.switches.end(), plan.switch_cache_words), plan.switches.end());
   for (const int64_t at : plan.switches) {
-    EXPECT_NE(plan_at(at - 1, false).algorithm, plan_at(at, false).algorithm) << "M = " << at;
+    EXPECT_NE(plan_at(at - 1, spattn::SwitchSearch::skip).algorithm, plan_at(at, spattn::SwitchSearch::skip).algorithm) << "M = " << at;
   }
   // Between two switches the choice holds: the same algorithm at both ends of the interval.
   const int64_t first = plan.switches[0], second = plan.switches[1];
-  EXPECT_EQ(plan_at(first, false).algorithm, plan_at(second - 1, false).algorithm);
+  EXPECT_EQ(plan_at(first, spattn::SwitchSearch::skip).algorithm, plan_at(second - 1, spattn::SwitchSearch::skip).algorithm);
   // A plan at another M lists the same switches.
-  EXPECT_EQ(plan_at(second + 1000, true).switches, plan.switches);
+  EXPECT_EQ(plan_at(second + 1000, spattn::SwitchSearch::search).switches, plan.switches);
 }
 
 TEST(SparsePlanner, StructuredMasksBeatTheWorstCaseAndThePlanSaysSo) {
@@ -238,7 +238,7 @@ TEST(SparsePlanner, BandMasksGetSmallerFlashTilesAndAutoStillRunsFlash) {
     const Mask window = Mask::from_spec("sliding_window:w=" + std::to_string(w), n, n);
     for (const Pass pass : {Pass::forward, Pass::backward}) {
       SCOPED_TRACE("w " + std::to_string(w) + ", d " + std::to_string(d) + ", " + spattn::pass_name(pass));
-      const auto plan = spattn::plan_attention({n, n, d, d}, window, m, pass, Algorithm::automatic, 1, false,
+      const auto plan = spattn::plan_attention({n, n, d, d}, window, m, pass, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
                                                spattn::PlanObjective::time);
       EXPECT_EQ(plan.objective, spattn::PlanObjective::time);
       EXPECT_EQ(plan.algorithm, Algorithm::flash);
@@ -299,7 +299,7 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
   const spattn::schedules::SparseMaskCounts counts(mask.csr());
   for (const Pass pass : {Pass::forward, Pass::backward}) {
     SCOPED_TRACE(spattn::pass_name(pass));
-    const auto plan = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1, false,
+    const auto plan = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
                                              spattn::PlanObjective::time);
     const int64_t per_entry = pass == Pass::forward ? 2 * (d + d) : 6 * d + 4 * d;
     EXPECT_EQ(plan.small_cache.flops, per_entry * mask.nnz());
@@ -351,7 +351,7 @@ TEST(SparsePlanner, TimeObjectiveRunsSmallCacheOnSparseRandomMasksAndFlashOnBloc
     for (const Pass pass : {Pass::forward, Pass::backward}) {
       SCOPED_TRACE(spec + ", d " + std::to_string(d) + ", " + spattn::pass_name(pass));
       const auto words = plan_words({n, n, d, d}, mask, m, pass);
-      const auto time = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1, false,
+      const auto time = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
                                                spattn::PlanObjective::time);
       const auto io = [](const spattn::AlgorithmCost& cost) { return std::make_pair(cost.total_lines(), cost.total()); };
       EXPECT_EQ(words.algorithm == Algorithm::flash, io(words.flash) <= io(words.small_cache));
@@ -366,12 +366,12 @@ TEST(SparsePlanner, TimeObjectiveRunsSmallCacheOnSparseRandomMasksAndFlashOnBloc
   int64_t found = 0;
   for (const auto objective : {spattn::PlanObjective::words, spattn::PlanObjective::time}) {
     SCOPED_TRACE(spattn::plan_objective_name(objective));
-    const auto plan = spattn::plan_attention(shape, mask, 4096, Pass::backward, Algorithm::automatic, 1, true, objective);
+    const auto plan = spattn::plan_attention(shape, mask, 4096, Pass::backward, Algorithm::automatic, 1, spattn::SwitchSearch::search, objective);
     if (plan.switch_cache_words == 0) continue;
     ++found;
     const int64_t at = plan.switch_cache_words;
-    EXPECT_NE(spattn::plan_attention(shape, mask, at - 1, Pass::backward, Algorithm::automatic, 1, false, objective).algorithm,
-              spattn::plan_attention(shape, mask, at, Pass::backward, Algorithm::automatic, 1, false, objective).algorithm);
+    EXPECT_NE(spattn::plan_attention(shape, mask, at - 1, Pass::backward, Algorithm::automatic, 1, spattn::SwitchSearch::skip, objective).algorithm,
+              spattn::plan_attention(shape, mask, at, Pass::backward, Algorithm::automatic, 1, spattn::SwitchSearch::skip, objective).algorithm);
   }
   EXPECT_EQ(found, 2);
 }
