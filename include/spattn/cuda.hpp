@@ -45,7 +45,6 @@ using spattn::to_bfloat16;
 using spattn::to_float;
 using spattn::to_half;
 
-
 struct Options {
   CudaAlgorithm algorithm = CudaAlgorithm::flash;
   std::optional<double> scale;  // default 1 / sqrt(head_dim)

@@ -64,7 +64,9 @@ void sum_kv_gradients(const std::vector<KvSum>& sums, const detail::PlannedRun& 
   int64_t buffer_words = 0;
   for (size_t s = 0; s < sums.size(); ++s) {
     const detail::KvSumTile tile = tile_of(sums[s]);
-    if (tile.rows < 1 || tile.cols < 1) fail("grouped-query dK/dV sum: the plan has no tile for ", io::operand_name(sums[s].operand));
+    if (tile.rows < 1 || tile.cols < 1) {
+      fail("grouped-query dK/dV sum: the plan has no tile for ", io::operand_name(sums[s].operand));
+    }
     first_item[s + 1] = first_item[s] + tiles_of(sums[s], tile);
     buffer_words = std::max(buffer_words, tile.rows * tile.cols);
   }

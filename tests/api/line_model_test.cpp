@@ -104,7 +104,8 @@ TEST(LineModel, SparseInputsCountWhatTheirPlanPredictsAtEveryLineSize) {
                                           TensorView<float>::matrix(lse.data(), n, 1), mask, options);
       EXPECT_EQ(plan.line_words, line_words);
       testing::expect_counted_with_input_indices(plan, ledger);
-      EXPECT_TRUE(plan_attention(inputs, mask, Pass::forward, spattn::testing::planning_options(2000, algorithm, line_words)) == plan);
+      EXPECT_TRUE(plan_attention(inputs, mask, Pass::forward,
+                                 spattn::testing::planning_options(2000, algorithm, line_words)) == plan);
     }
   }
 }
@@ -115,10 +116,10 @@ TEST(LineModel, SparseInputsCountWhatTheirPlanPredictsAtEveryLineSize) {
 TEST(LineModel, TheTilesAreChosenForTheLineSize) {
   const int64_t n = 1024, d = 64;
   const Mask mask = Mask::from_spec("random:p=0.05,seed=1", n, n);
-  const Plan words = plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::small_cache, 1, spattn::SwitchSearch::skip,
-                                    PlanObjective::words, 1);
-  const Plan lines = plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::small_cache, 1, spattn::SwitchSearch::skip,
-                                    PlanObjective::words, 16);
+  const Plan words = plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::small_cache, 1,
+                                    spattn::SwitchSearch::skip, PlanObjective::words, 1);
+  const Plan lines = plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::small_cache, 1,
+                                    spattn::SwitchSearch::skip, PlanObjective::words, 16);
   EXPECT_EQ(words.small_cache.tiles.find(" run "), std::string::npos) << words.small_cache.tiles;
   EXPECT_NE(lines.small_cache.tiles.find(" run 16"), std::string::npos) << lines.small_cache.tiles;
   // The word model's tiles move fewer words than the tiles chosen for lines.
@@ -138,8 +139,10 @@ TEST(LineModel, ABadLineSizeOrAnotherLedgersIsRefusedBeforeAnythingRuns) {
                                      "line_words = " + std::to_string(bad));
     EXPECT_TRUE(std::isnan(problem.o[0]));  // nothing written
     expect_invalid_argument(
-        [&] { plan_attention({7, 7, 4, 4}, mask, 300, Pass::forward, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
-                             PlanObjective::time, bad); },
+        [&] {
+          plan_attention({7, 7, 4, 4}, mask, 300, Pass::forward, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
+                         PlanObjective::time, bad);
+        },
         "line_words = " + std::to_string(bad));
   }
   io::Ledger ledger(16);
@@ -158,8 +161,8 @@ void expect_random_mask_switches_near_the_theory(int64_t n) {
   for (const double density : {0.01, 0.05, 0.2}) {
     const Mask mask = Mask::from_spec("random:p=" + std::to_string(density) + ",seed=1", n, n);
     for (const Pass pass : {Pass::forward, Pass::backward}) {
-      const Plan plan = plan_attention({n, n, 64, 64}, mask, 4096, pass, Algorithm::automatic, 1, spattn::SwitchSearch::search,
-                                       PlanObjective::words, 1);
+      const Plan plan = plan_attention({n, n, 64, 64}, mask, 4096, pass, Algorithm::automatic, 1,
+                                       spattn::SwitchSearch::search, PlanObjective::words, 1);
       ASSERT_FALSE(plan.switches.empty());
       const double ratio = static_cast<double>(plan.switches.back()) / plan.theoretical_switch;
       std::printf("n = %lld, random p = %.2f, %s: switch at M = %lld, %.3f x Z_input^2 / Z_QK = %.0f\n",

@@ -227,8 +227,7 @@ TEST(PlanPreview, CsrInputsPreviewEqualsTheRun) {
       const std::vector<Mask> per_head{causal, window};
       const Plan per_head_run =
           spattn::attention_forward(inputs, view(o, heads, d), view(lse, heads, 1), per_head, options);
-      EXPECT_TRUE(per_head_run == spattn::plan_attention(inputs, per_head, Pass::forward, options))
-          << where;
+      EXPECT_TRUE(per_head_run == spattn::plan_attention(inputs, per_head, Pass::forward, options)) << where;
       EXPECT_EQ(per_head_run.run->groups.size(), 2u) << where;
       EXPECT_EQ(forward.cache_words, cache_words == 0 ? spattn::default_cache_words() : cache_words) << where;
       EXPECT_EQ(forward.line_words, cache_words == 200 ? 1 : 16) << where;

@@ -160,11 +160,14 @@ TEST(SparseInputsApiHeads, EveryHeadAgreesWithTheReferenceAndThePlanCountsExactl
         int64_t reads = 0;
         for (int64_t b = 0; b < kBatch; ++b) {
           for (int64_t h = 0; h < kHeads; ++h) {
-            reads += plan_attention(in.head(b, h), mask, Pass::forward, spattn::testing::planning_options(400, plan.algorithm)).reads;
+            reads += plan_attention(in.head(b, h), mask, Pass::forward,
+                                    spattn::testing::planning_options(400, plan.algorithm))
+                         .reads;
           }
         }
         EXPECT_EQ(plan.reads, reads);
-        const Plan first = plan_attention(in.head(0, 0), mask, Pass::forward, spattn::testing::planning_options(400, plan.algorithm));
+        const Plan first =
+            plan_attention(in.head(0, 0), mask, Pass::forward, spattn::testing::planning_options(400, plan.algorithm));
         EXPECT_NE(first.reads * kBatch * kHeads, plan.reads);  // the heads' nonzeros differ
         EXPECT_TRUE(contains(plan.to_string(), "summed over 6 heads")) << plan.to_string();
         EXPECT_FALSE(contains(plan.to_string(), "one per head")) << plan.to_string();

@@ -147,7 +147,8 @@ TEST(SparseInputsApi, PlanUsesTheNonzerosForZInputAndTheSparseBound) {
             std::string::npos)
       << plan.to_string();
   // A full mask with sparse inputs takes the sparse bound too, with Z_QK = n^2.
-  const Plan full = plan_attention(p.inputs(true), Mask::full(64, 64), Pass::backward, spattn::testing::planning_options(1024));
+  const Plan full =
+      plan_attention(p.inputs(true), Mask::full(64, 64), Pass::backward, spattn::testing::planning_options(1024));
   EXPECT_EQ(full.z_qk, 64 * 64);
   EXPECT_EQ(full.bound.value, bounds::sparse(z_input, 64.0 * 64.0, 1024.0).value);
   // Dense inputs through this API: the plan of attention.hpp, unchanged.

@@ -212,7 +212,8 @@ TEST(SparseInputsHeadMasks, EveryAlgorithmMatchesTheReferenceAndCountsWhatItPred
         int64_t reads = 0, writes = 0, flash_flops = 0, small_cache_flops = 0;
         for (int64_t b = 0; b < kBatch; ++b) {
           for (int64_t h = 0; h < kHeads; ++h) {
-            const Plan head = plan_attention(in.head(b, h), masks[static_cast<size_t>(h)], Pass::forward, spattn::testing::planning_options(kCache, plan.algorithm));
+            const Plan head = plan_attention(in.head(b, h), masks[static_cast<size_t>(h)], Pass::forward,
+                                             spattn::testing::planning_options(kCache, plan.algorithm));
             reads += head.reads;
             writes += head.writes;
             flash_flops += head.flash.flops;
@@ -351,7 +352,8 @@ TEST(SparseInputsHeadMasks, BadMaskCountsAndShapesAreNamedAndWriteNothing) {
   // The plan checks the same.
   masks = four_masks(7, 13);
   masks.pop_back();
-  EXPECT_TRUE(contains(message_of<InvalidArgument>([&] { plan_attention(in, masks, Pass::forward, spattn::testing::planning_options(400)); }),
+  EXPECT_TRUE(contains(message_of<InvalidArgument>(
+                           [&] { plan_attention(in, masks, Pass::forward, spattn::testing::planning_options(400)); }),
                        "plan_attention (sparse inputs): masks has 3 masks, q has 4 heads"));
 }
 

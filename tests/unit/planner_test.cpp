@@ -135,7 +135,8 @@ TEST(Planner, TheSwitchLineSaysWhoCanSearchIt) {
             std::string::npos)
       << unsearched;
   const std::string searched =
-      spattn::plan_attention(shape, causal, 300, Pass::forward, Algorithm::automatic, 1, spattn::SwitchSearch::search).to_string();
+      spattn::plan_attention(shape, causal, 300, Pass::forward, Algorithm::automatic, 1, spattn::SwitchSearch::search)
+          .to_string();
   EXPECT_EQ(searched.find("not searched"), std::string::npos) << searched;
   // CSR inputs: never searched (sparse_inputs.hpp), and the line does not send you to --switch.
   const auto q = spattn::testing::sparse_input(97, 8, 0.3, 5);
@@ -145,7 +146,8 @@ TEST(Planner, TheSwitchLineSaysWhoCanSearchIt) {
                                        spattn::AttentionInput::csr(k.csr.view()),
                                        spattn::AttentionInput::csr(v.csr.view())};
   for (const spattn::Mask& mask : {causal, spattn::Mask::full(97, 97)}) {
-    const std::string text = spattn::plan_attention(sparse, mask, Pass::backward, spattn::testing::planning_options(300)).to_string();
+    const std::string text =
+        spattn::plan_attention(sparse, mask, Pass::backward, spattn::testing::planning_options(300)).to_string();
     EXPECT_NE(text.find("switch: not searched for sparse inputs; theory puts it at Z_input^2 / Z_QK = "),
               std::string::npos)
         << text;
@@ -156,7 +158,8 @@ TEST(Planner, TheSwitchLineSaysWhoCanSearchIt) {
   const spattn::AttentionInputs stored{spattn::AttentionInput::csr(full_q.csr.view()),
                                        spattn::AttentionInput::csr(full_q.csr.view()),
                                        spattn::AttentionInput::csr(v.csr.view())};
-  const std::string all_stored = spattn::plan_attention(stored, causal, Pass::forward, spattn::testing::planning_options(300)).to_string();
+  const std::string all_stored =
+      spattn::plan_attention(stored, causal, Pass::forward, spattn::testing::planning_options(300)).to_string();
   EXPECT_NE(all_stored.find("not searched for sparse inputs"), std::string::npos) << all_stored;
 }
 

@@ -156,11 +156,13 @@ TEST(SparsePlanner, EverySwitchIsReportedAndTheChoiceChangesAtEach) {
   EXPECT_TRUE(std::is_sorted(plan.switches.begin(), plan.switches.end()));
   EXPECT_NE(std::find(plan.switches.begin(), plan.switches.end(), plan.switch_cache_words), plan.switches.end());
   for (const int64_t at : plan.switches) {
-    EXPECT_NE(plan_at(at - 1, spattn::SwitchSearch::skip).algorithm, plan_at(at, spattn::SwitchSearch::skip).algorithm) << "M = " << at;
+    EXPECT_NE(plan_at(at - 1, spattn::SwitchSearch::skip).algorithm, plan_at(at, spattn::SwitchSearch::skip).algorithm)
+        << "M = " << at;
   }
   // Between two switches the choice holds: the same algorithm at both ends of the interval.
   const int64_t first = plan.switches[0], second = plan.switches[1];
-  EXPECT_EQ(plan_at(first, spattn::SwitchSearch::skip).algorithm, plan_at(second - 1, spattn::SwitchSearch::skip).algorithm);
+  EXPECT_EQ(plan_at(first, spattn::SwitchSearch::skip).algorithm,
+            plan_at(second - 1, spattn::SwitchSearch::skip).algorithm);
   // A plan at another M lists the same switches.
   EXPECT_EQ(plan_at(second + 1000, spattn::SwitchSearch::search).switches, plan.switches);
 }
@@ -238,8 +240,8 @@ TEST(SparsePlanner, BandMasksGetSmallerFlashTilesAndAutoStillRunsFlash) {
     const Mask window = Mask::from_spec("sliding_window:w=" + std::to_string(w), n, n);
     for (const Pass pass : {Pass::forward, Pass::backward}) {
       SCOPED_TRACE("w " + std::to_string(w) + ", d " + std::to_string(d) + ", " + spattn::pass_name(pass));
-      const auto plan = spattn::plan_attention({n, n, d, d}, window, m, pass, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
-                                               spattn::PlanObjective::time);
+      const auto plan = spattn::plan_attention({n, n, d, d}, window, m, pass, Algorithm::automatic, 1,
+                                               spattn::SwitchSearch::skip, spattn::PlanObjective::time);
       EXPECT_EQ(plan.objective, spattn::PlanObjective::time);
       EXPECT_EQ(plan.algorithm, Algorithm::flash);
       EXPECT_LT(2 * plan.flash.time_price, plan.small_cache.time_price);
@@ -299,8 +301,8 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
   const spattn::schedules::SparseMaskCounts counts(mask.csr());
   for (const Pass pass : {Pass::forward, Pass::backward}) {
     SCOPED_TRACE(spattn::pass_name(pass));
-    const auto plan = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
-                                             spattn::PlanObjective::time);
+    const auto plan = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1,
+                                             spattn::SwitchSearch::skip, spattn::PlanObjective::time);
     const int64_t per_entry = pass == Pass::forward ? 2 * (d + d) : 6 * d + 4 * d;
     EXPECT_EQ(plan.small_cache.flops, per_entry * mask.nnz());
     const auto tiles = spattn::schedules::sparse_small_cache_tiles(shape, counts, m, pass, spattn::PlanObjective::time);
@@ -351,8 +353,8 @@ TEST(SparsePlanner, TimeObjectiveRunsSmallCacheOnSparseRandomMasksAndFlashOnBloc
     for (const Pass pass : {Pass::forward, Pass::backward}) {
       SCOPED_TRACE(spec + ", d " + std::to_string(d) + ", " + spattn::pass_name(pass));
       const auto words = plan_words({n, n, d, d}, mask, m, pass);
-      const auto time = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
-                                               spattn::PlanObjective::time);
+      const auto time = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1,
+                                               spattn::SwitchSearch::skip, spattn::PlanObjective::time);
       const auto io = [](const spattn::AlgorithmCost& cost) { return std::make_pair(cost.total_lines(), cost.total()); };
       EXPECT_EQ(words.algorithm == Algorithm::flash, io(words.flash) <= io(words.small_cache));
       EXPECT_EQ(time.algorithm, time_choice);
@@ -366,12 +368,17 @@ TEST(SparsePlanner, TimeObjectiveRunsSmallCacheOnSparseRandomMasksAndFlashOnBloc
   int64_t found = 0;
   for (const auto objective : {spattn::PlanObjective::words, spattn::PlanObjective::time}) {
     SCOPED_TRACE(spattn::plan_objective_name(objective));
-    const auto plan = spattn::plan_attention(shape, mask, 4096, Pass::backward, Algorithm::automatic, 1, spattn::SwitchSearch::search, objective);
+    const auto plan = spattn::plan_attention(shape, mask, 4096, Pass::backward, Algorithm::automatic, 1,
+                                             spattn::SwitchSearch::search, objective);
     if (plan.switch_cache_words == 0) continue;
     ++found;
     const int64_t at = plan.switch_cache_words;
-    EXPECT_NE(spattn::plan_attention(shape, mask, at - 1, Pass::backward, Algorithm::automatic, 1, spattn::SwitchSearch::skip, objective).algorithm,
-              spattn::plan_attention(shape, mask, at, Pass::backward, Algorithm::automatic, 1, spattn::SwitchSearch::skip, objective).algorithm);
+    EXPECT_NE(spattn::plan_attention(shape, mask, at - 1, Pass::backward, Algorithm::automatic, 1,
+                                     spattn::SwitchSearch::skip, objective)
+                  .algorithm,
+              spattn::plan_attention(shape, mask, at, Pass::backward, Algorithm::automatic, 1,
+                                     spattn::SwitchSearch::skip, objective)
+                  .algorithm);
   }
   EXPECT_EQ(found, 2);
 }
