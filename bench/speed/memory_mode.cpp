@@ -3,6 +3,7 @@
 #include "speed_cases.hpp"
 
 #include "api/checks.hpp"
+#include "plan/dense_flash_tiles.hpp"
 #include "schedules/flash/flash_heads.hpp"
 #include "schedules/flash/flash_mask.hpp"
 

@@ -1,6 +1,8 @@
 // Host-side preparation for the CUDA backend (device_tiles.hpp).
 #include "device/device_tiles.hpp"
 
+#include "plan/dense_flash_tiles.hpp"
+
 #include <spattn/error.hpp>
 
 #include <sparse_formats/convert.hpp>

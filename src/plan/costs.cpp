@@ -3,6 +3,7 @@
 #include "plan/costs.hpp"
 
 #include "mask/mask_cache.hpp"
+#include "plan/dense_flash_tiles.hpp"
 #include "plan/flash_tile_choice.hpp"
 #include "plan/memo_table.hpp"
 #include "plan/price.hpp"

@@ -26,6 +26,7 @@
 // from the FlashMask built for the chosen tiles, as for any tiles.
 #pragma once
 
+#include "plan/dense_flash_tiles.hpp"
 #include "schedules/flash/flash.hpp"
 
 #include <sparse_formats/csr.hpp>

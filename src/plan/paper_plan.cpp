@@ -1,6 +1,8 @@
 // The paper task's choice and plan (paper_plan.hpp, spattn/paper.hpp).
 #include "plan/paper_plan.hpp"
 
+#include "plan/dense_flash_tiles.hpp"
+
 #include <spattn/error.hpp>
 
 #include <algorithm>

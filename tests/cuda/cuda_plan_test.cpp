@@ -3,6 +3,7 @@
 // when their shared memory fits, else the fp32 kernels with the planner's tiles), with which tiles
 // and M; and the tensor-core kernels' shared-memory layouts (src/device/mma_layout.hpp), checked
 // by hand. The device tests (cuda_half_precision_test) assert that real runs report the same plan.
+#include "plan/dense_flash_tiles.hpp"
 #include "device/device_tiles.hpp"
 #include "device/mma_layout.hpp"
 

@@ -3,6 +3,7 @@
 // rules), the tiles chosen for a shared-memory budget and the kernels' shared-memory layouts, the
 // device tile lists (walked exactly as the kernels walk them, reproducing every mask of the
 // library). What the backend does to its inputs on the host: cuda_inputs_test.cpp.
+#include "plan/dense_flash_tiles.hpp"
 #include "device/device_tiles.hpp"
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_mask.hpp"

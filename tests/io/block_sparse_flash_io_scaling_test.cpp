@@ -3,6 +3,7 @@
 // schedule's grow like n^2; and, across the pattern library, as a fraction of the dense
 // schedule's words, which the tiles a mask touches decide, not its density. The printed numbers
 // are quoted in docs/block_sparse.md.
+#include "plan/dense_flash_tiles.hpp"
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_mask.hpp"
 #include "support/test_helpers.hpp"

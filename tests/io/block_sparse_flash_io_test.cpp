@@ -5,6 +5,7 @@
 // words. How the words scale with n and across patterns: block_sparse_flash_io_scaling_test.cpp.
 // Numerics: tests/oracle/block_sparse_flash_test.cpp. The printed numbers are quoted in
 // docs/block_sparse.md.
+#include "plan/dense_flash_tiles.hpp"
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_mask.hpp"
 #include "support/flash_runs.hpp"

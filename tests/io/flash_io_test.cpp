@@ -3,6 +3,7 @@
 // beyond the whole problem; the peak resident words are predicted exactly and never exceed M; the
 // tiles fill M; an M below the minimum is refused with the minimum; and the prediction follows
 // the paper's Theta((n^2 d^2 + n d^3) / M) over 4 d^2 <= M <= n d / 4. Numerics: flash_test.cpp.
+#include "plan/dense_flash_tiles.hpp"
 #include "schedules/flash/flash.hpp"
 #include "support/flash_runs.hpp"
 

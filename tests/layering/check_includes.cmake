@@ -20,8 +20,8 @@ set(rank_cpu 2)
 set(rank_schedules 3)
 set(rank_reference 3)   # the fp64 oracle: independent of the schedules
 set(rank_mask 4)        # the prepared mask and its cached structures
-set(rank_device 5)      # host planning of the CUDA tiles
-set(rank_plan 6)        # where choices are made (docs/architecture.md)
+set(rank_plan 5)        # where choices are made (docs/architecture.md)
+set(rank_device 6)      # host planning of the CUDA tiles, from the planner's flash tiles
 set(rank_api 7)
 set(rank_cuda 7)
 set(rank_version.cpp 8)

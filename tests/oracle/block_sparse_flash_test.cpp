@@ -5,6 +5,7 @@
 // user block sizes that the tiles span or split; runs are bit-identical (native, counted,
 // repeated). The FlashMask's index widths and refusals: block_sparse_flash_mask_test.cpp. The
 // word counts are tests/io/block_sparse_flash_io_test.cpp's.
+#include "plan/dense_flash_tiles.hpp"
 #include "support/flash_runs.hpp"
 #include "support/head_fixture.hpp"
 #include "support/reference_fixtures.hpp"

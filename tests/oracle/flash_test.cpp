@@ -3,6 +3,7 @@
 // rectangular shapes, head_dim 1..64, head_dim_v != head_dim, and fast memories from the minimum
 // to the whole problem; native and counted runs agree bit for bit; bad arguments are refused
 // before anything is written. The word counts are tests/io/flash_io_test.cpp's.
+#include "plan/dense_flash_tiles.hpp"
 #include "support/flash_runs.hpp"
 #include "support/head_fixture.hpp"
 

@@ -80,19 +80,6 @@ int64_t flash_resident_words(const HeadShape& shape, const FlashTiles& tiles, Pa
 int64_t flash_min_cache_words(const HeadShape& shape, Pass pass,
                               FlashMasking masking = FlashMasking::dense);
 
-// The tiles for a fast memory of cache_words words: the outer tile of each loop nest as large as
-// fits next to an inner tile of min(16, outer_1 / 16) rows (at least 1; outer_1 = the outer tile
-// that fits next to a 1-row inner tile), both capped at their sequence lengths; when the outer
-// tile is capped, the inner tile grows into the memory left. block_sparse fits the tiles next to
-// the mask's resident index words (same rule, flash_resident_words(..., block_sparse) <= M). This
-// is the rule for every flash run; over a mask, flash_tiles_for_mask() (flash_tile_choice.hpp) may
-// limit each nest's outer tile below it (nest_tiles below). Tiles never depend on the mask's own
-// block size.
-// Throws InvalidArgument when cache_words < flash_min_cache_words(shape, pass, masking), stating
-// the minimum.
-FlashTiles flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
-                       FlashMasking masking = FlashMasking::dense);
-
 // The exact words moved by flash_forward / flash_backward with these tiles, in O(1) arithmetic.
 // With n_q = seqlen_q, n_k = seqlen_k, T(n, b) = ceil(n / b), and both seqlens positive:
 //   forward  reads  n_q d + T(n_q, bq) n_k (d + e)
@@ -171,14 +158,6 @@ struct NestTiles {
   int64_t outer = 0;
   int64_t inner = 0;
 };
-// flash_tiles()' choice for one nest with the outer tile at most outer_limit rows (>= 1; a limit
-// at or above flash_tiles()' outer tile changes nothing). Below it, the inner tile is
-// min(16, what fits next to the limited outer tile), at most its sequence length: the memory the
-// limit frees goes no further, so the resident words stay <= M. Used by the mask-aware choice
-// (flash_tile_choice.hpp). Throws InvalidArgument when M is below flash_min_cache_words.
-NestTiles nest_tiles(const HeadShape& shape, int64_t cache_words, FlashNest nest, FlashMasking masking,
-                     int64_t outer_limit);
-
 // The dense counts of flash.hpp's formulas (values only), O(1); throw InvalidArgument on negative
 // shapes or non-positive tiles.
 IoCount predict_dense_forward(const HeadShape& shape, const FlashTiles& tiles);

@@ -1,0 +1,103 @@
+// The dense flash tiles (dense_flash_tiles.hpp): each loop nest's outer tile as large as M allows
+// next to a short inner tile, from the schedule's own resident words (flash_nests.hpp).
+#include "plan/dense_flash_tiles.hpp"
+
+#include "schedules/flash/flash_nests.hpp"
+
+#include <spattn/error.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace spattn::schedules {
+
+namespace {
+
+using namespace flash_detail;
+
+// The inner tile never exceeds this many rows, nor 1/kInnerFraction of the outer tile: it moves no
+// extra word but takes memory from the outer tile, which sets the I/O. A few rows keep the inner
+// loops matrix-matrix shaped (and the forward's online-softmax rescaling rare).
+constexpr int64_t kMaxInnerRows = 16;
+constexpr int64_t kInnerFraction = 16;
+
+// Precondition: cache_words >= nest.resident(1, 1). outer_limit caps the outer tile below what M
+// allows (flash_tile_choice.hpp); then the inner tile takes up to kMaxInnerRows of the memory left
+// (never more: in a masked run a larger inner tile covers more pairs outside the mask).
+NestTiles choose(const Nest& nest, int64_t cache_words, int64_t outer_limit) {
+  const int64_t outer_cap = std::max<int64_t>(nest.outer_rows, 1);
+  const int64_t inner_cap = std::max<int64_t>(nest.inner_rows, 1);
+  const int64_t outer_1 = nest.outer_fit(cache_words, 1);
+  NestTiles tiles;
+  if (outer_1 >= outer_cap) {
+    // The whole sequence fits as one outer tile: take it, so the inner operands stream once, and
+    // give the memory left to the inner tile (a smaller inner tile than kMaxInnerRows where that
+    // is what keeps the outer tile whole: splitting it would read the inner operands twice).
+    tiles.outer = outer_cap;
+    tiles.inner = std::clamp<int64_t>(nest.inner_fit(cache_words, outer_cap), 1, inner_cap);
+  } else {
+    tiles.inner = std::clamp<int64_t>(std::min(kMaxInnerRows, outer_1 / kInnerFraction), 1, inner_cap);
+    tiles.outer = std::min(nest.outer_fit(cache_words, tiles.inner), outer_cap);
+    if (tiles.outer < 1) tiles = {std::min(outer_1, outer_cap), 1};  // defensive; see docs/flash.md
+  }
+  if (outer_limit < tiles.outer && outer_limit >= 1) {
+    tiles.outer = outer_limit;
+    tiles.inner = std::clamp<int64_t>(std::min(kMaxInnerRows, nest.inner_fit(cache_words, outer_limit)), 1,
+                                      inner_cap);
+  }
+  return tiles;
+}
+
+}  // namespace
+
+namespace flash_detail {
+
+NestTiles nest_tiles(const HeadShape& shape, int64_t cache_words, FlashNest nest, FlashMasking masking,
+                     int64_t outer_limit) {
+  const Pass pass = nest == FlashNest::forward ? Pass::forward : Pass::backward;
+  if (cache_words < flash_min_cache_words(shape, pass, masking)) {
+    fail("nest_tiles: M = ", cache_words, " words is below the minimum ",
+         flash_min_cache_words(shape, pass, masking));
+  }
+  return choose(nest_of(shape, nest, masking), cache_words, outer_limit);
+}
+
+}  // namespace flash_detail
+
+FlashTiles flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
+                       FlashMasking masking) {
+  const int64_t minimum = flash_min_cache_words(shape, pass, masking);
+  if (cache_words < minimum) {
+    const int64_t d = shape.head_dim;
+    const int64_t e = shape.head_dim_v;
+    const char* mask_words = masking == FlashMasking::block_sparse
+                                 ? " + 20 words of mask structure (list header, chunk, bits)"
+                                 : "";
+    if (pass == Pass::forward) {
+      fail("flash forward: M = ", cache_words, " words is below the minimum ", minimum,
+           " for head_dim ", d, " and head_dim_v ", e,
+           " (1 x 1 tiles hold Q, O, max, sum | K, V | S: 2 d + 2 d_v + 3 words", mask_words, ")");
+    }
+    fail("flash backward: M = ", cache_words, " words is below the minimum ", minimum,
+         " for head_dim ", d, " and head_dim_v ", e,
+         " (1 x 1 tiles of the dK/dV pass hold K, V, dK, dV | Q, dO, LSE, D | P: 3 d + 3 d_v + 3 "
+         "words", mask_words, ")");
+  }
+  constexpr int64_t kNoLimit = INT64_MAX;
+  FlashTiles tiles;
+  if (pass == Pass::forward) {
+    const NestTiles t = choose(forward_nest(shape, masking), cache_words, kNoLimit);
+    tiles.block_q = t.outer;
+    tiles.block_k = t.inner;
+    return tiles;
+  }
+  const NestTiles kv = choose(dkdv_nest(shape, masking), cache_words, kNoLimit);
+  const NestTiles q = choose(dq_nest(shape, masking), cache_words, kNoLimit);
+  tiles.block_q = q.outer;
+  tiles.block_k = q.inner;
+  tiles.dkdv_block_k = kv.outer;
+  tiles.dkdv_block_q = kv.inner;
+  return tiles;
+}
+
+}  // namespace spattn::schedules
