@@ -4,6 +4,7 @@
 
 #include "mask/mask_cache.hpp"
 #include "plan/dense_flash_tiles.hpp"
+#include "plan/dense_small_cache_tiles.hpp"
 #include "plan/flash_tile_choice.hpp"
 #include "plan/memo_table.hpp"
 #include "plan/price.hpp"

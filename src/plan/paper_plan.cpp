@@ -2,6 +2,8 @@
 #include "plan/paper_plan.hpp"
 
 #include "plan/dense_flash_tiles.hpp"
+#include "plan/dense_small_cache_tiles.hpp"
+#include "plan/matmul_tile_search.hpp"
 
 #include <spattn/error.hpp>
 

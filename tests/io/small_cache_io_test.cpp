@@ -2,6 +2,7 @@
 // prediction exactly (reads and writes separately, forward and backward, per operand where the
 // formula is simple), the peak residency is the predicted one and within M, and the prediction
 // scales like the paper's bound Theta((n^2 d + n d^2) / sqrt(M)) for M <= d^2 / 4.
+#include "plan/dense_small_cache_tiles.hpp"
 #include "schedules/small_cache/small_cache.hpp"
 
 #include "support/head_fixture.hpp"

@@ -1,5 +1,6 @@
 // The tiled matrix product in lines: the line carry (tiled_matmul.hpp), counted lines == predicted
 // lines, the carry's words in fast memory, and the tiles chosen with it.
+#include "plan/matmul_tile_search.hpp"
 #include "schedules/common/tiled_matmul.hpp"
 
 #include "support/compare.hpp"

@@ -1,5 +1,6 @@
 // The tiled matrix product: results, exact word counts (counted == predicted), residency, tile
 // choice and validation.
+#include "plan/matmul_tile_search.hpp"
 #include "schedules/common/tiled_matmul.hpp"
 
 #include "support/compare.hpp"

@@ -1,6 +1,7 @@
 // Tier 2 for the small-cache schedule: forward and backward against the fp64 reference over
 // sequence lengths, head dimensions and fast-memory sizes; native runs bit-identical to counted
 // ones; worker teams bit-identical to one worker; empty sizes; validation messages.
+#include "plan/dense_small_cache_tiles.hpp"
 #include "schedules/small_cache/small_cache.hpp"
 
 #include "support/head_fixture.hpp"

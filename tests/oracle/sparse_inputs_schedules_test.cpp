@@ -4,6 +4,7 @@
 // scatter into the same fast buffers), agree with the fp64 reference, and move exactly the
 // predicted words: values and index words apart, and per input operand the reads
 // input_traffic.hpp predicts (for the dense run too, which checks the mirrors of the loads).
+#include "plan/dense_small_cache_tiles.hpp"
 #include "plan/dense_flash_tiles.hpp"
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_mask.hpp"

@@ -16,8 +16,8 @@
 //                              dP itself never reaches slow memory
 //   dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO     tiled (dS^T, P^T are transposed views)
 //
-// Tiles come only from small_cache_tiles(); the predictions are exact (tests prove counted ==
-// predicted for reads and writes separately).
+// Tiles come only from small_cache_tiles() (src/plan/dense_small_cache_tiles.cpp); the
+// predictions are exact (tests prove counted == predicted for reads and writes separately).
 #pragma once
 
 #include "cpu/workers.hpp"
@@ -58,14 +58,6 @@ std::ostream& operator<<(std::ostream& out, const SmallCacheTiles& tiles);
 // row max and sum), 4 backward (1 x 1 tiles and one row statistic, LSE or D). Independent of the
 // shape.
 int64_t small_cache_min_cache_words(const HeadShape& shape, Pass pass);
-
-// Chooses every tile of the pass for fast memory of `cache_words` words: each product gets the
-// tiles minimizing its predicted lines of `line_words` words, then its word reads
-// (choose_matmul_tiles), t ~ sqrt(M) in the small-cache regime, with the sides along the arrays'
-// rows in whole lines where that is cheaper. Throws InvalidArgument stating the minimum when
-// cache_words is below it, when the shape has a negative size, or when line_words < 1.
-SmallCacheTiles small_cache_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
-                                  int64_t line_words = io::kDefaultLineWords);
 
 // The most words the schedule ever holds in fast memory with these tiles (<= cache_words).
 int64_t small_cache_fast_words(const SmallCacheTiles& tiles);
@@ -138,6 +130,11 @@ inline constexpr int64_t kForwardScoresRowWords = 2;    // running row max and r
 inline constexpr int64_t kForwardOutputRowWords = 1;    // LSE, for P = exp(S - LSE) on load
 inline constexpr int64_t kBackwardScoresRowWords = 1;   // LSE, for P = exp(S - LSE) on store
 inline constexpr int64_t kBackwardDScoresRowWords = 1;  // D, for dS = P ∘ (dP - D) on store
+// How the products' operands lie: S = Q K^T and dP = dO V^T read B transposed; dK = dS^T Q and
+// dV = P^T dO read A transposed; O = P V and dQ = dS K read both row-major.
+inline constexpr MatmulLayout kScoresLayout{false, true};
+inline constexpr MatmulLayout kRowMajor{false, false};
+inline constexpr MatmulLayout kTransposedA{true, false};
 }  // namespace small_cache_detail
 
 }  // namespace spattn::schedules

@@ -1,7 +1,7 @@
-// choose_matmul_tiles (tiled_matmul.hpp): the search over the tiled product's tiles, as a small
+// choose_matmul_tiles (matmul_tile_search.hpp): the search over the tiled product's tiles, as a small
 // class whose steps each fit on a screen. Every candidate is priced by the schedule's own exact
 // predictions (predict_tiled_matmul, predict_tiled_matmul_lines).
-#include "schedules/common/tiled_matmul.hpp"
+#include "plan/matmul_tile_search.hpp"
 
 #include <spattn/error.hpp>
 
