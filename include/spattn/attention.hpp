@@ -4,15 +4,15 @@
 //   options.cache_words = 16384;              // M; 0 = default_cache_words() (4 x L1d, <= L2 / 2)
 //   spattn::io::Ledger ledger;                // optional: count every word moved
 //   options.ledger = &ledger;
-//   auto plan = spattn::attention_forward(q, k, v, o, lse, options);
+//   auto plan = spattn::attention_forward(q, k, v, o, lse, causal, options);  // {}: no mask
 //
 // Tensors are strided views of (batch, heads, seqlen, head_dim) (rank-2 arrays as batch = heads =
 // 1). k and v have kv_heads heads, and heads must be a multiple of kv_heads: grouped-query
 // attention, query head h reading kv head h / (heads / kv_heads) (kv_heads == heads is ordinary
 // multi-head attention). Every algorithm runs it; the backward adds each kv head's dK, dV up over
 // its query heads in a fixed order (deterministic, counted, and included in the returned plan).
-// The mask is full when omitted; one Mask is shared by all heads, or a std::vector<Mask> gives
-// one per query head (shared over the batch). With any mask other than full, flash is the
+// The mask argument (HeadMasks, spattn/mask.hpp) is none (`{}`: every pair attended), one Mask
+// shared by all heads, or a std::vector<Mask> with one per query head (shared over the batch). With any mask other than full, flash is the
 // block-sparse flash schedule and small_cache the density-adaptive one (docs/block_sparse.md,
 // docs/sparse_small_cache.md); all heads run the same algorithm.
 // Validation happens here, once, before any output is written; messages name the argument and
@@ -72,15 +72,12 @@ struct AttentionShape {
 };
 
 // The plan attention_forward (pass forward) or attention_backward (pass backward) runs for tensors
-// of `shape` with the same mask (full when omitted; one for all heads, or one per query head) and
-// the same options: equal (operator==) to the plan the call returns, tiles and prepared mask
-// structures included. Validates the shape, the masks and M as the call does (messages name
-// plan_attention); reads no tensor and runs nothing. options.ledger, threads and scale do not
-// change a plan.
-Plan plan_attention(const AttentionShape& shape, Pass pass, const AttentionOptions& options);
-Plan plan_attention(const AttentionShape& shape, const Mask& mask, Pass pass, const AttentionOptions& options);
-Plan plan_attention(const AttentionShape& shape, const std::vector<Mask>& masks, Pass pass,
-                    const AttentionOptions& options);
+// of `shape` with the same masks and options: equal (operator==) to the plan the call returns,
+// tiles and prepared mask structures included. Validates the shape, the masks and M as the call
+// does (messages name plan_attention); reads no tensor and runs nothing. options.ledger, threads
+// and scale do not change a plan.
+Plan plan_attention(const AttentionShape& shape, const HeadMasks& masks, Pass pass,
+                    const AttentionOptions& options = {});
 
 // The fast-memory size used when none is given: four times this machine's per-core L1 data
 // cache, at most half the per-core L2, in fp32 words (sizes from sysconf, else /sys); 49152 words
@@ -89,40 +86,19 @@ Plan plan_attention(const AttentionShape& shape, const std::vector<Mask>& masks,
 int64_t default_cache_words();
 
 // o: (batch, heads, seqlen_q, head_dim_v); lse: (batch, heads, seqlen_q, 1).
+// One mask per query head: masks.size() == heads, each seqlen_q x seqlen_k. Heads given the same
+// Mask (copies share it) are planned and run together; the plan's per-head costs are then summed
+// over the heads of one batch entry (Plan::cost_heads).
 // Returns the plan that ran, as plan_attention previews it (for Algorithm::reference, a plan of the
 // automatic choice, for reporting only).
-Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
-                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
-                       const AttentionOptions& options);
-
-Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
-                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
-                       const Mask& mask, const AttentionOptions& options);
-
-// One mask per query head: masks.size() == heads, each seqlen_q x seqlen_k. Heads given the same
-// Mask (copies share it) are planned and run together. The plan's per-head costs are then summed
-// over the heads of one batch entry (Plan::cost_heads).
-Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
-                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
-                       const std::vector<Mask>& masks, const AttentionOptions& options);
+Plan attention_forward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
+                       TensorView<float> o, TensorView<float> lse, const HeadMasks& masks = {},
+                       const AttentionOptions& options = {});
 
 // dq, dk, dv take the shapes of q, k, v. o and lse are the forward's outputs.
-Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
-                        TensorView<const float> v, TensorView<const float> o,
-                        TensorView<const float> lse, TensorView<const float> d_o,
+Plan attention_backward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
+                        TensorView<const float> o, TensorView<const float> lse, TensorView<const float> d_o,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-                        const AttentionOptions& options);
-
-Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
-                        TensorView<const float> v, TensorView<const float> o,
-                        TensorView<const float> lse, TensorView<const float> d_o,
-                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-                        const Mask& mask, const AttentionOptions& options);
-
-Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
-                        TensorView<const float> v, TensorView<const float> o,
-                        TensorView<const float> lse, TensorView<const float> d_o,
-                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-                        const std::vector<Mask>& masks, const AttentionOptions& options);
+                        const HeadMasks& masks = {}, const AttentionOptions& options = {});
 
 }  // namespace spattn

@@ -46,12 +46,17 @@ struct AttentionInputs {
 
 // Q, K, V of every head: q[b * heads + h], k[b * kv_heads + g], v[b * kv_heads + g].
 struct MultiHeadInputs {
+  MultiHeadInputs() = default;
+  // Empty lists, to be filled with batch x heads inputs for q and batch x kv_heads for k and v.
+  MultiHeadInputs(int64_t batch_count, int64_t head_count, int64_t kv_head_count)
+      : batch(batch_count), heads(head_count), kv_heads(kv_head_count) {}
+  // One head's inputs (batch = heads = kv_heads = 1): implicit, so a one-head call passes them.
+  MultiHeadInputs(const AttentionInputs& one);  // NOLINT(google-explicit-constructor)
+
   int64_t batch = 1;
   int64_t heads = 1;
   int64_t kv_heads = 1;  // divides heads
   std::vector<AttentionInput> q, k, v;
-  // The one-head call's inputs.
-  static MultiHeadInputs one(const AttentionInputs& inputs);
   // Query head (b, h) with its group's K and V.
   AttentionInputs head(int64_t b, int64_t h) const;
 };

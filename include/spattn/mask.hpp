@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace spattn {
 
@@ -101,6 +102,31 @@ class Mask {
   template <typename Index>
   static std::shared_ptr<State> element_state(sparse_formats::CsrPattern<Index>&& pattern);
   std::shared_ptr<State> state_;
+};
+
+// The mask argument of every attention call and preview (spattn/attention.hpp,
+// spattn/sparse_inputs.hpp): none (every query attends every key), one Mask shared by all heads, or
+// one Mask per query head. The constructors are implicit on purpose, so that a call passes `mask`,
+// `masks` or `{}`:
+//
+//   spattn::attention_forward(q, k, v, o, lse, {}, options);          // every pair attended
+//   spattn::attention_forward(q, k, v, o, lse, causal, options);      // one mask for all heads
+//   spattn::attention_forward(q, k, v, o, lse, per_head, options);    // std::vector<Mask>, one per head
+class HeadMasks {
+ public:
+  HeadMasks() = default;
+  HeadMasks(Mask mask);                // NOLINT(google-explicit-constructor): one for every head
+  HeadMasks(std::vector<Mask> masks);  // NOLINT(google-explicit-constructor): masks[h] for query head h
+  // One Mask per query head was given (the std::vector constructor, whatever its size).
+  bool per_head() const { return per_head_; }
+  // The masks the call runs with: {Mask::full(seqlen_q, seqlen_k)} when none was given, else the
+  // masks given, as given (the entry points check their count and shapes).
+  std::vector<Mask> resolve(int64_t seqlen_q, int64_t seqlen_k) const;
+
+ private:
+  std::vector<Mask> masks_;
+  bool given_ = false;
+  bool per_head_ = false;
 };
 
 }  // namespace spattn

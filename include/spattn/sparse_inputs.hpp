@@ -4,7 +4,7 @@
 //
 //   spattn::AttentionInputs in{spattn::AttentionInput::csr(q_csr), spattn::AttentionInput::csr(k_csr),
 //                              spattn::AttentionInput::dense(v_matrix)};
-//   spattn::Plan plan = spattn::attention_forward(in, o, lse, mask, options);
+//   spattn::Plan plan = spattn::attention_forward(in, o, lse, mask, options);  // {}: no mask
 //
 // A CSR input lives in slow memory as CSR: every tile a schedule loads from it is scattered into
 // the dense fast buffer (zeros where nothing is stored), so the arithmetic, and therefore every
@@ -22,12 +22,12 @@
 // (batch, kv head) for K and V, each dense or CSR, every head of the same shape; grouped-query attention when
 // kv_heads divides heads (query head h uses kv head h / (heads / kv_heads)). The outputs are rank-4
 // (batch, heads, seqlen, dim) tensors, dK and dV (batch, kv_heads, seqlen_k, dim), the group's sum
-// in the backward (api/kv_reduction.hpp). One Mask is shared by all heads, or a std::vector<Mask>
-// gives one per query head (shared over the batch), as attention.hpp's; all heads run one
+// in the backward (api/kv_reduction.hpp). The mask argument is attention.hpp's (HeadMasks: none, one
+// for all heads, or one per query head, shared over the batch); all heads run one
 // algorithm (under auto, the one with the fewer words summed over the heads). The heads' nonzeros
 // and masks differ, so their words do: the plan sums every head's (Plan::cost_heads = num_heads =
-// batch x heads), and its z_input, z_qk, bound and compulsory words are the heads' sums. The
-// AttentionInputs overloads are the one-head case.
+// batch x heads), and its z_input, z_qk, bound and compulsory words are the heads' sums. One head's
+// AttentionInputs convert to MultiHeadInputs (batch = heads = kv_heads = 1), with rank-2 outputs.
 #pragma once
 
 #include <spattn/attention.hpp>
@@ -42,45 +42,26 @@
 namespace spattn {
 
 // The plan attention_forward (pass forward) or attention_backward (pass backward) runs on these
-// inputs with this mask and these options, equal (operator==) to the plan the call returns: both
+// inputs with these masks and options, equal (operator==) to the plan the call returns: both
 // algorithms' exact predictions with these inputs, the choice (for words), and the sparse bound
-// with Z_input from the nonzeros. Validates the inputs (shapes agree; CSR structure and values:
-// InvalidArgument naming "q", "k" or "v"), the mask's shape and the options as the call does
-// (M = 0 is default_cache_words(), line_words = 0 the ledger's or 16). Reads no tensor; the switch
-// M is not searched (Plan::switch_searched is false).
-Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, Pass pass, const AttentionOptions& options);
+// with Z_input from the nonzeros. Validates as the call does: the counts (q: batch x heads
+// inputs, k and v: batch x kv_heads), each input (shapes agree; CSR structure and values:
+// InvalidArgument naming "q", "k" or "v", with the index when there are several heads), that all
+// heads share one shape, the masks ("mask is 5 x 5, but q has seqlen 7 and k has seqlen 7",
+// "masks has 2 masks, q has 3 heads") and the options (M = 0 is default_cache_words(),
+// line_words = 0 the ledger's or 16). Reads no tensor; the switch M is not searched
+// (Plan::switch_searched is false).
+Plan plan_attention(const MultiHeadInputs& inputs, const HeadMasks& masks, Pass pass,
+                    const AttentionOptions& options = {});
 
-// o: (seqlen_q, head_dim_v); lse: (seqlen_q, 1), as rank-2 views (batch = heads = 1).
-Plan attention_forward(const AttentionInputs& inputs, TensorView<float> o, TensorView<float> lse,
-                       const Mask& mask, const AttentionOptions& options);
-
-// dq, dk, dv: dense, with the shapes of q, k, v. o and lse are the forward's outputs.
-Plan attention_backward(const AttentionInputs& inputs, TensorView<const float> o,
-                        TensorView<const float> lse, TensorView<const float> d_o,
-                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-                        const Mask& mask, const AttentionOptions& options);
-
-// Every head (MultiHeadInputs). Validates the counts (q: batch x heads inputs, k and v: batch x
-// kv_heads), each input, that all heads share one shape (errors name the input by index), and the
-// mask's shape ("mask is 5 x 5, but q has seqlen 7 and k has seqlen 7").
-Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, Pass pass, const AttentionOptions& options);
-// o: (batch, heads, seqlen_q, head_dim_v); lse: (batch, heads, seqlen_q, 1).
+// o: (batch, heads, seqlen_q, head_dim_v); lse: (batch, heads, seqlen_q, 1) (rank-2 views for one head).
 Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse,
-                       const Mask& mask, const AttentionOptions& options);
-// o, lse, d_o, dq: (batch, heads, seqlen_q, .); dk, dv: (batch, kv_heads, seqlen_k, .).
+                       const HeadMasks& masks = {}, const AttentionOptions& options = {});
+
+// o, lse, d_o, dq: (batch, heads, seqlen_q, .); dk, dv: (batch, kv_heads, seqlen_k, .); dense, dq,
+// dk and dv with the shapes of q, k and v. o and lse are the forward's outputs.
 Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
                         TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
-                        TensorView<float> dv, const Mask& mask, const AttentionOptions& options);
-
-// One mask per query head: masks.size() == heads, each seqlen_q x seqlen_k, masks[h] for query
-// head h of every batch entry. Errors name the count ("masks has 2 masks, q has 3 heads") or the
-// mask ("masks[1] is 5 x 5, but q has seqlen 7 and k has seqlen 7").
-Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, Pass pass,
-                    const AttentionOptions& options);
-Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse,
-                       const std::vector<Mask>& masks, const AttentionOptions& options);
-Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
-                        TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
-                        TensorView<float> dv, const std::vector<Mask>& masks, const AttentionOptions& options);
+                        TensorView<float> dv, const HeadMasks& masks = {}, const AttentionOptions& options = {});
 
 }  // namespace spattn

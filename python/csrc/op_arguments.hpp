@@ -51,6 +51,11 @@ inline std::vector<Mask> masks_of(const char* where, at::IntArrayRef keys) {
   return masks;
 }
 
+// The mask argument of a call with these masks: one for all heads, or (several) one per query head.
+inline HeadMasks head_masks(const std::vector<Mask>& masks) {
+  return masks.size() == 1 ? HeadMasks(masks.front()) : HeadMasks(masks);
+}
+
 // Runs f, renaming the library function `library_where` in the messages of its InvalidArgument
 // to the Python name `where` ("select_mask: rows[1] = ..." becomes "Mask.select: rows[1] = ...").
 template <typename F>

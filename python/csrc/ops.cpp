@@ -83,9 +83,7 @@ std::tuple<at::Tensor, at::Tensor> run_forward(const at::Tensor& q, const at::Te
   AttentionOptions run = options;
   if (report) run.ledger = &ledger;
   const auto qv = view_of<const float>(q), kv = view_of<const float>(k), vv = view_of<const float>(v);
-  const Plan plan = masks.size() == 1
-                        ? attention_forward(qv, kv, vv, view_of<float>(o), view_of<float>(lse), masks.front(), run)
-                        : attention_forward(qv, kv, vv, view_of<float>(o), view_of<float>(lse), masks, run);
+  const Plan plan = attention_forward(qv, kv, vv, view_of<float>(o), view_of<float>(lse), head_masks(masks), run);
   if (report) *report = report_json(plan, &ledger);
   return {o, lse.squeeze(-1)};
 }
@@ -138,13 +136,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& q, con
   const auto qv = view_of<const float>(q), kv = view_of<const float>(k), vv = view_of<const float>(v);
   const auto ov = view_of<const float>(o), lv = view_of<const float>(lse.unsqueeze(-1)),
              dov = view_of<const float>(d_o);
-  if (masks.size() == 1) {
-    attention_backward(qv, kv, vv, ov, lv, dov, view_of<float>(dq), view_of<float>(dk), view_of<float>(dv),
-                       masks.front(), options);
-  } else {
-    attention_backward(qv, kv, vv, ov, lv, dov, view_of<float>(dq), view_of<float>(dk), view_of<float>(dv), masks,
-                       options);
-  }
+  attention_backward(qv, kv, vv, ov, lv, dov, view_of<float>(dq), view_of<float>(dk), view_of<float>(dv),
+                     head_masks(masks), options);
   return {dq, dk, dv};
 }
 
@@ -180,8 +173,7 @@ std::string plan(at::IntArrayRef shape, at::IntArrayRef mask_keys, const std::st
   const std::vector<Mask> masks = masks_of(where, mask_keys);
   const AttentionOptions options = options_of(c10::nullopt, algorithm, cache_words, line_words, objective, 0);
   const Pass p = pass == "forward" ? Pass::forward : Pass::backward;
-  const Plan planned = masks.size() == 1 ? plan_attention(call, masks.front(), p, options)
-                                         : plan_attention(call, masks, p, options);
+  const Plan planned = plan_attention(call, head_masks(masks), p, options);
   return report_json(planned, nullptr);
 }
 

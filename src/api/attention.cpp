@@ -28,10 +28,6 @@ int64_t group_size(const TensorView<const float>& q, const TensorView<const floa
   return k.heads() > 0 ? std::max<int64_t>(q.heads() / k.heads(), 1) : 1;
 }
 
-Mask full_mask(const TensorView<const float>& q, const TensorView<const float>& k) {
-  return Mask::full(std::max<int64_t>(q.seqlen(), 0), std::max<int64_t>(k.seqlen(), 0));
-}
-
 // The one place a call is planned: attention_forward / attention_backward and plan_attention.
 Plan plan_call(const bounds::DenseShape& shape, const plan_detail::CallHeads& heads, const std::vector<Mask>& masks,
                Pass pass, const char* where, const AttentionOptions& options) {
@@ -55,15 +51,17 @@ void run_groups(const Plan& plan, int64_t batch, int threads, io::Ledger* ledger
   }
 }
 
-Plan forward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
-             TensorView<float> o, TensorView<float> lse, const std::vector<Mask>& masks, bool per_head,
-             const AttentionOptions& options) {
+}  // namespace
+
+Plan attention_forward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
+                       TensorView<float> o, TensorView<float> lse, const HeadMasks& given,
+                       const AttentionOptions& options) {
   const char* where = "attention_forward";
   const bounds::DenseShape shape = check_qkv(where, q, k, v);
   check_per_query(where, "o", o, q);
   check_value_dim(where, "o", o.head_dim(), v);
   check_lse(where, lse, q);
-  check_masks(where, masks, per_head, q, k);
+  const std::vector<Mask> masks = check_masks(where, given, q.heads(), q.seqlen(), k.seqlen());
   check_outputs_apart(where, {named("o", o), named("lse", lse)}, {named("q", q), named("k", k), named("v", v)});
   check_finite_inputs(where, q, k, v);
   const double scale = resolve_scale(where, options, q.head_dim());
@@ -82,10 +80,10 @@ Plan forward(TensorView<const float> q, TensorView<const float> k, TensorView<co
   return plan;
 }
 
-Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
-              TensorView<const float> o, TensorView<const float> lse, TensorView<const float> d_o,
-              TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-              const std::vector<Mask>& masks, bool per_head, const AttentionOptions& options) {
+Plan attention_backward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
+                        TensorView<const float> o, TensorView<const float> lse, TensorView<const float> d_o,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, const HeadMasks& given,
+                        const AttentionOptions& options) {
   const char* where = "attention_backward";
   const bounds::DenseShape shape = check_qkv(where, q, k, v);
   for (const auto& [name, t] : {std::pair<const char*, TensorView<const float>>{"o", o}, {"d_o", d_o}}) {
@@ -96,7 +94,7 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
   check_gradient(where, "dq", dq, q);
   check_gradient(where, "dk", dk, k);
   check_gradient(where, "dv", dv, v);
-  check_masks(where, masks, per_head, q, k);
+  const std::vector<Mask> masks = check_masks(where, given, q.heads(), q.seqlen(), k.seqlen());
   check_outputs_apart(where, {named("dq", dq), named("dk", dk), named("dv", dv)},
                       {named("q", q), named("k", k), named("v", v), named("o", o), named("lse", lse), named("d_o", d_o)});
   check_finite_inputs(where, q, k, v);
@@ -125,70 +123,11 @@ Plan backward(TensorView<const float> q, TensorView<const float> k, TensorView<c
   return plan;
 }
 
-Plan preview(const AttentionShape& call, const std::vector<Mask>& masks, bool per_head, Pass pass,
-             const AttentionOptions& options) {
+Plan plan_attention(const AttentionShape& call, const HeadMasks& given, Pass pass, const AttentionOptions& options) {
   const char* where = "plan_attention";
   const bounds::DenseShape shape = check_shape(where, call);
-  check_masks(where, masks, per_head, call.heads, call.seqlen_q, call.seqlen_k);
+  const std::vector<Mask> masks = check_masks(where, given, call.heads, call.seqlen_q, call.seqlen_k);
   return plan_call(shape, {call.batch, call.heads, call.kv_heads}, masks, pass, where, options);
-}
-
-}  // namespace
-
-Plan plan_attention(const AttentionShape& shape, Pass pass, const AttentionOptions& options) {
-  return preview(shape, {Mask::full(std::max<int64_t>(shape.seqlen_q, 0), std::max<int64_t>(shape.seqlen_k, 0))},
-                 false, pass, options);
-}
-
-Plan plan_attention(const AttentionShape& shape, const Mask& mask, Pass pass, const AttentionOptions& options) {
-  return preview(shape, {mask}, false, pass, options);
-}
-
-Plan plan_attention(const AttentionShape& shape, const std::vector<Mask>& masks, Pass pass,
-                    const AttentionOptions& options) {
-  return preview(shape, masks, true, pass, options);
-}
-
-Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
-                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
-                       const AttentionOptions& options) {
-  return forward(q, k, v, o, lse, {full_mask(q, k)}, false, options);
-}
-
-Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
-                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
-                       const Mask& mask, const AttentionOptions& options) {
-  return forward(q, k, v, o, lse, {mask}, false, options);
-}
-
-Plan attention_forward(TensorView<const float> q, TensorView<const float> k,
-                       TensorView<const float> v, TensorView<float> o, TensorView<float> lse,
-                       const std::vector<Mask>& masks, const AttentionOptions& options) {
-  return forward(q, k, v, o, lse, masks, true, options);
-}
-
-Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
-                        TensorView<const float> v, TensorView<const float> o,
-                        TensorView<const float> lse, TensorView<const float> d_o,
-                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-                        const AttentionOptions& options) {
-  return backward(q, k, v, o, lse, d_o, dq, dk, dv, {full_mask(q, k)}, false, options);
-}
-
-Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
-                        TensorView<const float> v, TensorView<const float> o,
-                        TensorView<const float> lse, TensorView<const float> d_o,
-                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-                        const Mask& mask, const AttentionOptions& options) {
-  return backward(q, k, v, o, lse, d_o, dq, dk, dv, {mask}, false, options);
-}
-
-Plan attention_backward(TensorView<const float> q, TensorView<const float> k,
-                        TensorView<const float> v, TensorView<const float> o,
-                        TensorView<const float> lse, TensorView<const float> d_o,
-                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-                        const std::vector<Mask>& masks, const AttentionOptions& options) {
-  return backward(q, k, v, o, lse, d_o, dq, dk, dv, masks, true, options);
 }
 
 }  // namespace spattn

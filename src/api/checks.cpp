@@ -97,24 +97,21 @@ void check_gradient(const char* where, const char* name, const TensorView<float>
   }
 }
 
-void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head, int64_t heads,
-                 int64_t seqlen_q, int64_t seqlen_k) {
-  if (per_head && static_cast<int64_t>(masks.size()) != heads) {
+std::vector<Mask> check_masks(const char* where, const HeadMasks& given, int64_t heads, int64_t seqlen_q,
+                              int64_t seqlen_k) {
+  std::vector<Mask> masks = given.resolve(seqlen_q, seqlen_k);
+  if (given.per_head() && static_cast<int64_t>(masks.size()) != heads) {
     fail(where, ": masks has ", masks.size(), " masks, q has ", heads, " heads (one mask per query head)");
   }
   for (size_t h = 0; h < masks.size(); ++h) {
     const Mask& mask = masks[h];
     if (mask.seqlen_q() != seqlen_q || mask.seqlen_k() != seqlen_k) {
-      const std::string name = per_head ? "masks[" + std::to_string(h) + "]" : std::string("mask");
+      const std::string name = given.per_head() ? "masks[" + std::to_string(h) + "]" : std::string("mask");
       fail(where, ": ", name, " is ", mask.seqlen_q(), " x ", mask.seqlen_k(), ", but q has seqlen ", seqlen_q,
            " and k has seqlen ", seqlen_k);
     }
   }
-}
-
-void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head,
-                 const TensorView<const float>& q, const TensorView<const float>& k) {
-  check_masks(where, masks, per_head, q.heads(), q.seqlen(), k.seqlen());
+  return masks;
 }
 
 bounds::DenseShape check_shape(const char* where, const AttentionShape& shape) {

@@ -31,12 +31,10 @@ void check_lse(const char* where, const TensorView<float>& lse, const TensorView
 void check_gradient(const char* where, const char* name, const TensorView<float>& grad,
                     const TensorView<const float>& input);
 
-// One mask for all heads (`masks` of size 1, named "mask") or one per query head (named
-// "masks[h]"): each seqlen_q x seqlen_k.
-void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head,
-                 const TensorView<const float>& q, const TensorView<const float>& k);
-void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head, int64_t heads,
-                 int64_t seqlen_q, int64_t seqlen_k);
+// The call's masks (HeadMasks::resolve): one for all heads (named "mask") or one per query head
+// (named "masks[h]", as many as q's heads), each seqlen_q x seqlen_k.
+std::vector<Mask> check_masks(const char* where, const HeadMasks& masks, int64_t heads, int64_t seqlen_q,
+                              int64_t seqlen_k);
 
 // A previewed call's shape (plan_attention): no negative size, heads a multiple of kv_heads, the
 // messages of check_qkv. Returns the per-head shape (head_dim_v 0 taken as head_dim).

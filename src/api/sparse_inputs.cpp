@@ -100,12 +100,9 @@ bounds::DenseShape check_inputs(const char* where, const MultiHeadInputs& in) {
   return {q.seqlen(), k.seqlen(), q.head_dim(), v.head_dim()};
 }
 
-void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head, const MultiHeadInputs& in,
-                 const bounds::DenseShape& shape) {
-  // Shape-only views of q and k (no data): all that the dense API's mask checks read.
-  const TensorView<const float> q{nullptr, {in.batch, in.heads, shape.seqlen_q, shape.head_dim}, {}};
-  const TensorView<const float> k{nullptr, {in.batch, in.kv_heads, shape.seqlen_k, shape.head_dim}, {}};
-  api_detail::check_masks(where, masks, per_head, q, k);
+std::vector<Mask> check_masks(const char* where, const HeadMasks& masks, const MultiHeadInputs& in,
+                              const bounds::DenseShape& shape) {
+  return api_detail::check_masks(where, masks, in.heads, shape.seqlen_q, shape.seqlen_k);
 }
 
 }  // namespace sparse_inputs_detail
@@ -212,14 +209,16 @@ void run_heads(const Plan& plan, const MultiHeadInputs& inputs, int threads, io:
   }
 }
 
-Plan forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse, const std::vector<Mask>& masks,
-             bool per_head, const AttentionOptions& options) {
+}  // namespace
+
+Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse,
+                       const HeadMasks& given, const AttentionOptions& options) {
   const char* where = "attention_forward (sparse inputs)";
   const bounds::DenseShape shape = check_inputs(where, inputs);
   const int64_t batch = inputs.batch, heads = inputs.heads;
   check_tensor(where, "o", o, batch, heads, shape.seqlen_q, shape.head_dim_v, "seqlen_q x head_dim_v");
   check_tensor(where, "lse", lse, batch, heads, shape.seqlen_q, 1, "seqlen_q x 1");
-  check_masks(where, masks, per_head, inputs, shape);
+  const std::vector<Mask> masks = check_masks(where, given, inputs, shape);
   api_detail::check_outputs_apart(where, {api_detail::named("o", o), api_detail::named("lse", lse)}, {});
   const double scale = api_detail::resolve_scale(where, options, shape.head_dim);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
@@ -240,9 +239,9 @@ Plan forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<floa
   return plan;
 }
 
-Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
-              TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-              const std::vector<Mask>& masks, bool per_head, const AttentionOptions& options) {
+Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
+                        TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
+                        const HeadMasks& given, const AttentionOptions& options) {
   const char* where = "attention_backward (sparse inputs)";
   const bounds::DenseShape shape = check_inputs(where, inputs);
   const int64_t m = shape.seqlen_q, n = shape.seqlen_k, d = shape.head_dim, e = shape.head_dim_v;
@@ -253,7 +252,7 @@ Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorVi
   check_tensor(where, "dq", dq, batch, heads, m, d, "seqlen_q x head_dim (q's shape)");
   check_tensor(where, "dk", dk, batch, kv_heads, n, d, "seqlen_k x head_dim (k's shape)");
   check_tensor(where, "dv", dv, batch, kv_heads, n, e, "seqlen_k x head_dim_v (v's shape)");
-  check_masks(where, masks, per_head, inputs, shape);
+  const std::vector<Mask> masks = check_masks(where, given, inputs, shape);
   api_detail::check_finite_backward(where, o, lse, d_o);
   api_detail::check_outputs_apart(
       where, {api_detail::named("dq", dq), api_detail::named("dk", dk), api_detail::named("dv", dv)},
@@ -285,67 +284,12 @@ Plan backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorVi
   return plan;
 }
 
-}  // namespace
-
-Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse, const Mask& mask,
-                       const AttentionOptions& options) {
-  return forward(inputs, o, lse, {mask}, false, options);
-}
-
-Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, TensorView<float> lse,
-                       const std::vector<Mask>& masks, const AttentionOptions& options) {
-  return forward(inputs, o, lse, masks, true, options);
-}
-
-Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
-                        TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
-                        TensorView<float> dv, const Mask& mask, const AttentionOptions& options) {
-  return backward(inputs, o, lse, d_o, dq, dk, dv, {mask}, false, options);
-}
-
-Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o, TensorView<const float> lse,
-                        TensorView<const float> d_o, TensorView<float> dq, TensorView<float> dk,
-                        TensorView<float> dv, const std::vector<Mask>& masks, const AttentionOptions& options) {
-  return backward(inputs, o, lse, d_o, dq, dk, dv, masks, true, options);
-}
-
-Plan attention_forward(const AttentionInputs& inputs, TensorView<float> o, TensorView<float> lse,
-                       const Mask& mask, const AttentionOptions& options) {
-  return attention_forward(MultiHeadInputs::one(inputs), o, lse, mask, options);
-}
-
-Plan attention_backward(const AttentionInputs& inputs, TensorView<const float> o,
-                        TensorView<const float> lse, TensorView<const float> d_o,
-                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
-                        const Mask& mask, const AttentionOptions& options) {
-  return attention_backward(MultiHeadInputs::one(inputs), o, lse, d_o, dq, dk, dv, mask, options);
-}
-
-namespace {
-
-// The run's plan, from the same checks and the same resolution of M and L as the run's.
-Plan preview(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, bool per_head, Pass pass,
-             const AttentionOptions& options) {
+Plan plan_attention(const MultiHeadInputs& inputs, const HeadMasks& given, Pass pass, const AttentionOptions& options) {
   const char* where = "plan_attention (sparse inputs)";
-  const bounds::DenseShape shape = sparse_inputs_detail::check_inputs(where, inputs);
-  sparse_inputs_detail::check_masks(where, masks, per_head, inputs, shape);
+  const bounds::DenseShape shape = check_inputs(where, inputs);
+  const std::vector<Mask> masks = check_masks(where, given, inputs, shape);
   return plan_detail::plan_csr_inputs(shape, inputs, masks, api_detail::resolve_cache(where, options),
                                       api_detail::resolve_line_words(where, options), pass, options.algorithm);
-}
-
-}  // namespace
-
-Plan plan_attention(const MultiHeadInputs& inputs, const Mask& mask, Pass pass, const AttentionOptions& options) {
-  return preview(inputs, {mask}, false, pass, options);
-}
-
-Plan plan_attention(const MultiHeadInputs& inputs, const std::vector<Mask>& masks, Pass pass,
-                    const AttentionOptions& options) {
-  return preview(inputs, masks, true, pass, options);
-}
-
-Plan plan_attention(const AttentionInputs& inputs, const Mask& mask, Pass pass, const AttentionOptions& options) {
-  return preview(MultiHeadInputs::one(inputs), {mask}, false, pass, options);
 }
 
 }  // namespace spattn

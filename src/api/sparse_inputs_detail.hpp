@@ -14,10 +14,9 @@ namespace spattn::sparse_inputs_detail {
 // there are several heads). Returns the per-head shape.
 bounds::DenseShape check_inputs(const char* where, const MultiHeadInputs& inputs);
 
-// One mask for all heads (`masks` of one, named "mask") or one per query head (`per_head`, named
-// "masks[h]"), each seqlen_q x seqlen_k: attention.hpp's checks and messages (api/checks.hpp).
-void check_masks(const char* where, const std::vector<Mask>& masks, bool per_head, const MultiHeadInputs& inputs,
-                 const bounds::DenseShape& shape);
+// The call's masks (HeadMasks::resolve), checked as attention.hpp's are (api/checks.hpp).
+std::vector<Mask> check_masks(const char* where, const HeadMasks& masks, const MultiHeadInputs& inputs,
+                              const bounds::DenseShape& shape);
 
 // Query head h's mask (the shared one when there is one).
 inline const Mask& head_mask(const std::vector<Mask>& masks, int64_t h) {

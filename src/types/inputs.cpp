@@ -26,7 +26,7 @@ double AttentionInputs::z_input() const {
   return 0.5 * (static_cast<double>(q.nnz()) + static_cast<double>(k.nnz()));
 }
 
-MultiHeadInputs MultiHeadInputs::one(const AttentionInputs& inputs) { return {1, 1, 1, {inputs.q}, {inputs.k}, {inputs.v}}; }
+MultiHeadInputs::MultiHeadInputs(const AttentionInputs& one) : q{one.q}, k{one.k}, v{one.v} {}
 
 AttentionInputs MultiHeadInputs::head(int64_t b, int64_t h) const {
   const int64_t g = h / std::max<int64_t>(heads / std::max<int64_t>(kv_heads, 1), 1);

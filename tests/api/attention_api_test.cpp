@@ -42,11 +42,11 @@ struct Problem {
     return TensorView<float>::contiguous(x.data(), batch, heads, n, last < 0 ? d : last);
   }
   spattn::Plan forward(const AttentionOptions& options) {
-    return spattn::attention_forward(in(q), in(k), in(v), out(o), out(lse, 1), options);
+    return spattn::attention_forward(in(q), in(k), in(v), out(o), out(lse, 1), {}, options);
   }
   spattn::Plan backward(const AttentionOptions& options) {
     return spattn::attention_backward(in(q), in(k), in(v), in(o), TensorView<const float>::contiguous(lse.data(), batch, heads, n, 1),
-                                      in(d_o), out(dq), out(dk), out(dv), options);
+                                      in(d_o), out(dq), out(dk), out(dv), {}, options);
   }
 };
 
@@ -138,7 +138,7 @@ TEST(AttentionApi, StridedViewsAreRead) {
                                   {p.n * p.heads * p.d, p.d, p.heads * p.d, 1}};
   AttentionOptions options;
   options.cache_words = 2048;
-  spattn::attention_forward(q, p.in(p.k), p.in(p.v), p.out(p.o), p.out(p.lse, 1), options);
+  spattn::attention_forward(q, p.in(p.k), p.in(p.v), p.out(p.o), p.out(p.lse, 1), {}, options);
   EXPECT_LE(spattn::testing::max_abs_error(p.o, expected.forward.o),
             spattn::testing::fp32_tolerance(p.d + p.n, 1.0));
 }
@@ -166,15 +166,15 @@ TEST(AttentionApi, ValidationNamesTheArgumentAndWritesNothing) {
   AttentionOptions options;
   expect_error([&] {
     spattn::attention_forward(p.in(p.q), p.in(p.k), p.in(p.v), p.out(p.o),
-                              TensorView<float>::contiguous(short_lse.data(), 1, 1, 3, 1), options);
+                              TensorView<float>::contiguous(short_lse.data(), 1, 1, 3, 1), {}, options);
   }, "attention_forward: lse has batch 1, q has 2");
   expect_error([&] {
     const auto k = TensorView<const float>::contiguous(p.k.data(), p.batch, p.heads, p.n, p.d - 1);
-    spattn::attention_forward(p.in(p.q), k, p.in(p.v), p.out(p.o), p.out(p.lse, 1), options);
+    spattn::attention_forward(p.in(p.q), k, p.in(p.v), p.out(p.o), p.out(p.lse, 1), {}, options);
   }, "k has head_dim 7, q has 8");
   expect_error([&] {
     const auto k = TensorView<const float>::contiguous(p.k.data(), p.batch, 2, p.n, p.d);
-    spattn::attention_forward(p.in(p.q), k, k, p.out(p.o), p.out(p.lse, 1), options);
+    spattn::attention_forward(p.in(p.q), k, k, p.out(p.o), p.out(p.lse, 1), {}, options);
   }, "attention_forward: q has 3 heads, not a multiple of k's 2 heads");
   AttentionOptions bad_scale;
   bad_scale.scale = std::nan("");
@@ -190,6 +190,6 @@ TEST(AttentionApi, ValidationNamesTheArgumentAndWritesNothing) {
     spattn::attention_backward(p.in(p.q), p.in(p.k), p.in(p.v), p.in(p.o),
                                TensorView<const float>::contiguous(p.lse.data(), p.batch, p.heads, p.n, 1), p.in(p.d_o),
                                p.out(p.dq), TensorView<float>::contiguous(p.dk.data(), p.batch, p.heads, p.n - 1, p.d),
-                               p.out(p.dv), options);
+                               p.out(p.dv), {}, options);
   }, "dk has extent 18 in dimension 2, its input has 19");
 }

@@ -124,6 +124,27 @@ TEST(HeadMasks, TheSameMaskForEveryHeadIsTheSharedMask) {
   EXPECT_EQ(listed_ledger.reads(), shared_ledger.reads());
 }
 
+TEST(HeadMasks, NoMaskRunsAndPreviewsWhatTheFullMaskDoes) {
+  for (const auto& [n_q, n_k] : {std::pair<int64_t, int64_t>{1, 1}, {7, 7}, {13, 9}}) {
+    for (Algorithm algorithm : {Algorithm::flash, Algorithm::small_cache, Algorithm::automatic}) {
+      SCOPED_TRACE(std::to_string(n_q) + " x " + std::to_string(n_k) + " " + spattn::algorithm_name(algorithm));
+      ApiProblem none(2, 4, 2, n_q, n_k, 6), full(2, 4, 2, n_q, n_k, 6);
+      AttentionOptions options;
+      options.algorithm = algorithm;
+      options.cache_words = algorithm == Algorithm::small_cache ? 150 : 900;
+      const auto none_plans = none.run_with({}, options, options);
+      const auto full_plans = full.run_with(Mask::full(n_q, n_k), options, options);
+      spattn::testing::expect_same_bits(none, full);
+      none.expect_matches_reference({Mask::full(n_q, n_k)});
+      EXPECT_TRUE(none_plans.first == full_plans.first);
+      EXPECT_TRUE(none_plans.second == full_plans.second);
+      const spattn::AttentionShape shape{2, 4, 2, n_q, n_k, 6, 6};
+      EXPECT_TRUE(spattn::plan_attention(shape, {}, spattn::Pass::backward, options) == none_plans.second);
+      EXPECT_FALSE(none_plans.second.masked);
+    }
+  }
+}
+
 TEST(HeadMasks, TheMaskListIsCheckedBeforeAnythingIsWritten) {
   ApiProblem p(1, 3, 3, 6, 7, 4);
   auto expect_error = [&](const std::vector<Mask>& masks, const std::string& fragment) {

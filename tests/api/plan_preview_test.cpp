@@ -118,27 +118,27 @@ TEST(PlanPreview, EqualityTellsPlansThatWouldRunDifferentlyApart) {
 TEST(PlanPreview, GroupedQuerySumTilesAreInThePlan) {
   AttentionOptions options;
   options.cache_words = 300;  // 150 columns fit: whole rows of 8, 18 of them
-  const Plan backward = spattn::plan_attention(call_shape(), Pass::backward, options);
+  const Plan backward = spattn::plan_attention(call_shape(), {}, Pass::backward, options);
   ASSERT_TRUE(backward.run);
   EXPECT_EQ(backward.run->dk_sum.cols, kDim);
   EXPECT_EQ(backward.run->dk_sum.rows, 18);
   EXPECT_EQ(backward.run->dv_sum, backward.run->dk_sum);
   AttentionShape wide_v = call_shape();
   wide_v.head_dim_v = 200;  // wider than M / 2: a tile of 150 columns, one row
-  const Plan wide = spattn::plan_attention(wide_v, Pass::backward, options);
+  const Plan wide = spattn::plan_attention(wide_v, {}, Pass::backward, options);
   EXPECT_EQ(wide.run->dv_sum.cols, 150);
   EXPECT_EQ(wide.run->dv_sum.rows, 1);
   EXPECT_EQ(wide.run->dk_sum.cols, kDim);
 
-  const Plan forward = spattn::plan_attention(call_shape(), Pass::forward, options);
+  const Plan forward = spattn::plan_attention(call_shape(), {}, Pass::forward, options);
   EXPECT_EQ(forward.run->dk_sum.rows, 0);
   AttentionShape multi_head = call_shape();
   multi_head.kv_heads = kHeads;
-  EXPECT_EQ(spattn::plan_attention(multi_head, Pass::backward, options).run->dk_sum.rows, 0);
+  EXPECT_EQ(spattn::plan_attention(multi_head, {}, Pass::backward, options).run->dk_sum.rows, 0);
   // Another M, another tile, another plan.
   AttentionOptions larger = options;
   larger.cache_words = 310;
-  const Plan other = spattn::plan_attention(call_shape(), Pass::backward, larger);
+  const Plan other = spattn::plan_attention(call_shape(), {}, Pass::backward, larger);
   EXPECT_EQ(other.run->dk_sum.rows, 19);
 }
 
@@ -164,7 +164,7 @@ TEST(PlanPreview, ShapeErrorsNameTheArgument) {
   EXPECT_THROW(
       {
         try {
-          spattn::plan_attention(shape, Pass::forward, options);
+          spattn::plan_attention(shape, {}, Pass::forward, options);
         } catch (const spattn::InvalidArgument& error) {
           EXPECT_NE(std::string(error.what()).find("not a multiple of k's 3 heads"), std::string::npos) << error.what();
           throw;
@@ -173,7 +173,7 @@ TEST(PlanPreview, ShapeErrorsNameTheArgument) {
       spattn::InvalidArgument);
   shape = call_shape();
   shape.seqlen_q = -1;
-  EXPECT_THROW(spattn::plan_attention(shape, Pass::forward, options), spattn::InvalidArgument);
+  EXPECT_THROW(spattn::plan_attention(shape, {}, Pass::forward, options), spattn::InvalidArgument);
   const Mask wrong = Mask::from_spec("causal", kSeqQ + 1, kSeqK);
   EXPECT_THROW(spattn::plan_attention(call_shape(), wrong, Pass::forward, options), spattn::InvalidArgument);
   EXPECT_THROW(spattn::plan_attention(call_shape(), std::vector<Mask>{wrong}, Pass::forward, options),
@@ -185,7 +185,7 @@ TEST(PlanPreview, CsrInputsPreviewEqualsTheRun) {
   using spattn::testing::sparse_input;
   constexpr int64_t batch = 1, heads = 2, kv_heads = 1, n = 23, d = 6;
   std::vector<spattn::testing::SparseInput> qs, ks, vs;
-  spattn::MultiHeadInputs inputs{batch, heads, kv_heads, {}, {}, {}};
+  spattn::MultiHeadInputs inputs{batch, heads, kv_heads};
   for (int64_t h = 0; h < heads; ++h) qs.push_back(sparse_input(n, d, 0.5, static_cast<uint32_t>(10 + h), 3));
   ks.push_back(sparse_input(n, d, 0.6, 20));
   vs.push_back(sparse_input(n, d, 0.7, 30));

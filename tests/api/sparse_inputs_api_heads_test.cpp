@@ -56,7 +56,7 @@ class HeadsProblem {
   }
 
   MultiHeadInputs inputs() const {
-    MultiHeadInputs in{kBatch, kHeads, kv_heads_, {}, {}, {}};
+    MultiHeadInputs in{kBatch, kHeads, kv_heads_};
     for (const auto& x : q_) in.q.push_back(AttentionInput::csr(x.csr.view()));
     for (const auto& x : k_) in.k.push_back(AttentionInput::csr(x.csr.view()));
     for (const auto& x : v_) in.v.push_back(AttentionInput::csr(x.csr.view()));

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -53,7 +54,7 @@ class Problem {
     return {in(q_), in(k_), in(v_)};
   }
 
-  Outputs run(const AttentionInputs& in, const Mask& mask, AttentionOptions options) const {
+  Outputs run(const AttentionInputs& in, const HeadMasks& mask, AttentionOptions options) const {
     Outputs out;
     out.o.assign(static_cast<size_t>(m_ * e_), 7.0f);
     out.lse.assign(static_cast<size_t>(m_), 7.0f);
@@ -172,6 +173,23 @@ TEST(SparseInputsApi, FlashIsBitIdenticalForAnyThreadCount) {
   const Outputs three = p.run(p.inputs(true), mask, options);
   expect_same_outputs(one, three);
   EXPECT_EQ(one.backward_ledger.reads(), three.backward_ledger.reads());
+}
+
+TEST(SparseInputsApi, NoMaskRunsAndPreviewsWhatTheFullMaskDoes) {
+  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {7, 7}, {13, 9}}) {
+    SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n));
+    const Problem p(m, n, 8, 5, 0.4);
+    for (Algorithm algorithm : {Algorithm::flash, Algorithm::small_cache}) {
+      const AttentionOptions options = spattn::testing::planning_options(algorithm == Algorithm::flash ? 900 : 200, algorithm);
+      const Outputs none = p.run(p.inputs(true), {}, options);
+      const Outputs full = p.run(p.inputs(true), Mask::full(m, n), options);
+      expect_same_outputs(none, full);
+      EXPECT_TRUE(std::any_of(none.dv.begin(), none.dv.end(), [](float x) { return x != 0.0f; }));  // non-trivial
+      EXPECT_EQ(none.backward_ledger.reads(), full.backward_ledger.reads());
+      EXPECT_TRUE(none.backward_plan == full.backward_plan);
+      EXPECT_TRUE(plan_attention(p.inputs(true), {}, Pass::backward, options) == none.backward_plan);
+    }
+  }
 }
 
 TEST(SparseInputsApi, BadInputsAreClearErrorsNamingTheArgument) {

@@ -71,7 +71,7 @@ class Problem {
   }
 
   MultiHeadInputs inputs(Layout layout) const {
-    MultiHeadInputs in{kBatch, kHeads, kKvHeads, {}, {}, {}};
+    MultiHeadInputs in{kBatch, kHeads, kKvHeads};
     const auto add = [](bool csr, const std::vector<SparseInput>& parts, std::vector<AttentionInput>& to) {
       for (const SparseInput& x : parts) {
         to.push_back(csr ? AttentionInput::csr(x.csr.view())

@@ -148,7 +148,7 @@ TEST(Threads, ThreadCountsOutOfRangeAreRefusedBeforeAnythingIsWritten) {
     options.threads = threads;
     try {
       spattn::attention_forward(p.in(p.q, 1, 6, 4), p.in(p.k, 1, 6, 4), p.in(p.v, 1, 6, 4), p.out(p.o, 1, 6, 4),
-                                p.out(p.lse, 1, 6, 1), options);
+                                p.out(p.lse, 1, 6, 1), {}, options);
       FAIL() << "expected an error";
     } catch (const spattn::InvalidArgument& error) {
       EXPECT_THAT(error.what(), HasSubstr("attention_forward: " + value));
@@ -160,7 +160,7 @@ TEST(Threads, ThreadCountsOutOfRangeAreRefusedBeforeAnythingIsWritten) {
       p.dv.assign(24, 0.0f);
       spattn::attention_backward(p.in(p.q, 1, 6, 4), p.in(p.k, 1, 6, 4), p.in(p.v, 1, 6, 4), p.in(p.o, 1, 6, 4),
                                  p.in(p.lse, 1, 6, 1), p.in(p.d_o, 1, 6, 4), p.out(p.dq, 1, 6, 4),
-                                 p.out(p.dk, 1, 6, 4), p.out(p.dv, 1, 6, 4), options);
+                                 p.out(p.dk, 1, 6, 4), p.out(p.dv, 1, 6, 4), {}, options);
       FAIL() << "expected an error";
     } catch (const spattn::InvalidArgument& error) {
       EXPECT_THAT(error.what(), HasSubstr("attention_backward: " + value));

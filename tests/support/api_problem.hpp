@@ -39,24 +39,15 @@ struct ApiProblem {
     return TensorView<float>::contiguous(x.data(), batch, h, n, last);
   }
 
-  // Forward then backward over `masks` (one Mask: shared; several: one per query head).
-  std::pair<Plan, Plan> run(const std::vector<Mask>& masks, const AttentionOptions& forward_options,
-                            const AttentionOptions& backward_options) {
+  // Forward then backward with the mask argument `masks`.
+  std::pair<Plan, Plan> run_with(const HeadMasks& masks, const AttentionOptions& forward_options,
+                                 const AttentionOptions& backward_options) {
     o.assign(size(heads, n_q), std::nanf(""));
     lse.assign(static_cast<size_t>(batch * heads * n_q), std::nanf(""));
     dq.assign(size(heads, n_q), std::nanf(""));
     dk.assign(size(kv_heads, n_k), std::nanf(""));
     dv.assign(size(kv_heads, n_k), std::nanf(""));
     const auto qv = in(q, heads, n_q, d), kv = in(k, kv_heads, n_k, d), vv = in(v, kv_heads, n_k, d);
-    if (masks.size() == 1) {
-      const Plan forward = attention_forward(qv, kv, vv, out(o, heads, n_q, d), out(lse, heads, n_q, 1),
-                                             masks.front(), forward_options);
-      const Plan backward = attention_backward(qv, kv, vv, in(o, heads, n_q, d), in(lse, heads, n_q, 1),
-                                               in(d_o, heads, n_q, d), out(dq, heads, n_q, d),
-                                               out(dk, kv_heads, n_k, d), out(dv, kv_heads, n_k, d),
-                                               masks.front(), backward_options);
-      return {forward, backward};
-    }
     const Plan forward = attention_forward(qv, kv, vv, out(o, heads, n_q, d), out(lse, heads, n_q, 1), masks,
                                            forward_options);
     const Plan backward = attention_backward(qv, kv, vv, in(o, heads, n_q, d), in(lse, heads, n_q, 1),
@@ -64,6 +55,12 @@ struct ApiProblem {
                                              out(dk, kv_heads, n_k, d), out(dv, kv_heads, n_k, d), masks,
                                              backward_options);
     return {forward, backward};
+  }
+  // The same over `masks` (one Mask: shared; several: one per query head).
+  std::pair<Plan, Plan> run(const std::vector<Mask>& masks, const AttentionOptions& forward_options,
+                            const AttentionOptions& backward_options) {
+    return run_with(masks.size() == 1 ? HeadMasks(masks.front()) : HeadMasks(masks), forward_options,
+                    backward_options);
   }
   std::pair<Plan, Plan> run(const std::vector<Mask>& masks, const AttentionOptions& options) {
     return run(masks, options, options);
