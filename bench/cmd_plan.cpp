@@ -280,13 +280,14 @@ void register_plan(CLI::App& app) {
       return;
     }
     if (!mask.is_full()) std::cout << "mask " << flags->mask << ": " << describe_mask_memory(mask) << '\n';
-    for (Pass pass : passes(flags->pass)) {
-      std::cout << plan_attention(shape, mask, flags->cache_words, pass, parse_algorithm(flags->algorithm),
-                                  flags->heads, flags->search_switch ? SwitchSearch::search : SwitchSearch::skip,
-                                  parse_plan_objective(flags->objective),
-                                  flags->line_words)
-                       .to_string();
-    }
+    HeadPlanOptions planning;
+    planning.cache_words = flags->cache_words;
+    planning.algorithm = parse_algorithm(flags->algorithm);
+    planning.num_heads = flags->heads;
+    planning.switch_search = flags->search_switch ? SwitchSearch::search : SwitchSearch::skip;
+    planning.objective = parse_plan_objective(flags->objective);
+    planning.line_words = flags->line_words;
+    for (Pass pass : passes(flags->pass)) std::cout << plan_heads(shape, mask, pass, planning).to_string();
   });
 
   auto bound_flags = std::make_shared<ShapeFlags>();

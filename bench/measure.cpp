@@ -19,7 +19,13 @@ namespace {
 // The I/O study plans, and counts, for the fewest words (spattn/plan.hpp, PlanObjective).
 Plan plan_for_words(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, int64_t line_words,
                     Pass pass, Algorithm requested, SwitchSearch switch_search = SwitchSearch::skip) {
-  return plan_attention(shape, mask, cache_words, pass, requested, 1, switch_search, PlanObjective::words, line_words);
+  HeadPlanOptions planning;
+  planning.cache_words = cache_words;
+  planning.algorithm = requested;
+  planning.switch_search = switch_search;
+  planning.objective = PlanObjective::words;
+  planning.line_words = line_words;
+  return plan_heads(shape, mask, pass, planning);
 }
 
 std::vector<float> random_values(size_t count, uint64_t seed) {

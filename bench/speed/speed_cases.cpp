@@ -173,14 +173,18 @@ std::vector<CaseResult> run_case(SpeedProblem& problem, const std::vector<CaseSl
   const bounds::DenseShape shape{problem.seqlen(), problem.seqlen(), problem.head_dim(), problem.head_dim()};
   for (size_t i = 0; i < count; ++i) {
     CaseResult& result = results[i];
+    HeadPlanOptions planning;  // as the runs planned: their options' objective
+    planning.cache_words = result.cache_words;
+    planning.algorithm = result.requested;
+    planning.num_heads = settings.heads;
+    planning.objective = options[i].objective;
+    planning.line_words = settings.line_words;
     std::vector<double> plans;
     for (int r = 0; r < 3; ++r) {
       const auto start = std::chrono::steady_clock::now();
-      // (as the runs planned: their options' objective; the mask's caches are warm by now)
-      plan_attention(shape, slots[i].mask, result.cache_words, Pass::forward, result.requested, settings.heads,
-                     SwitchSearch::skip, options[i].objective, settings.line_words);
-      plan_attention(shape, slots[i].mask, result.cache_words, Pass::backward, result.requested, settings.heads,
-                     SwitchSearch::skip, options[i].objective, settings.line_words);
+      // (the mask's caches are warm by now)
+      plan_heads(shape, slots[i].mask, Pass::forward, planning);
+      plan_heads(shape, slots[i].mask, Pass::backward, planning);
       plans.push_back(seconds_since(start));
     }
     result.repetitions = static_cast<int>(both[i].size());

@@ -64,13 +64,13 @@ bool runs_small_cache(Algorithm algorithm, const Mask& mask, int64_t n, int64_t 
                       const RunSettings& settings) {
   if (algorithm != Algorithm::automatic) return algorithm == Algorithm::small_cache;
   const bounds::DenseShape shape{n, n, d, d};
-  const int64_t cache_words = settings.cache_words == 0 ? default_cache_words() : settings.cache_words;
+  HeadPlanOptions planning;
+  planning.cache_words = settings.cache_words == 0 ? default_cache_words() : settings.cache_words;
+  planning.algorithm = algorithm;
+  planning.num_heads = settings.heads;
+  planning.line_words = settings.line_words;
   for (const Pass pass : {Pass::forward, Pass::backward}) {
-    if (plan_attention(shape, mask, cache_words, pass, algorithm, settings.heads, SwitchSearch::skip, PlanObjective::time,
-                       settings.line_words).algorithm ==
-        Algorithm::small_cache) {
-      return true;
-    }
+    if (plan_heads(shape, mask, pass, planning).algorithm == Algorithm::small_cache) return true;
   }
   return false;
 }

@@ -164,27 +164,30 @@ Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& smal
 // re-predicts both algorithms at about 40 sizes, so previews skip it unless asked.
 enum class SwitchSearch { skip, search };
 
-// Plans a head problem over `mask` (seqlen_q x seqlen_k): for a full mask the dense flash and
-// small_cache, otherwise block-sparse flash and the density-adaptive small_cache, each predicted
-// exactly from the mask's structure (the structures are cached in the mask). The switch M is
-// searched only with SwitchSearch::search (it re-predicts at about 40 sizes: O(40 nnz) for a
-// sparse mask); a full mask always gets it, searched once per (seqlen_q, seqlen_k, head_dim,
-// head_dim_v, pass) and kept (thread-safe).
-// `objective`: what the tiles over a mask and auto's choice minimize (above; time by default, as
-// the API runs). The run's heads are 0 .. num_heads - 1 in one group; a whole call's plan, with
-// batch, grouped-query heads and per-head masks, is previewed by spattn/attention.hpp's
-// plan_attention(AttentionShape, ...).
-// `line_words`: the line size L every tile, choice, switch and prediction is made for
-// (AttentionOptions::line_words; 0 = io::kDefaultLineWords, 1 = the paper's word model).
-Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
-                    Pass pass, Algorithm requested = Algorithm::automatic, int64_t num_heads = 1,
-                    SwitchSearch switch_search = SwitchSearch::skip, PlanObjective objective = PlanObjective::time,
-                    int64_t line_words = 0);
+// What plan_heads is asked for. The fields default as the API's options do, except M, which the
+// I/O study always states.
+struct HeadPlanOptions {
+  int64_t cache_words = 0;  // M in words, >= 1
+  Algorithm algorithm = Algorithm::automatic;
+  int64_t num_heads = 1;    // head problems; the plan's counts are for all of them
+  // Whether to search the M where auto's choice switches (Plan::switches). A full mask always has
+  // it: searched once per (seqlen_q, seqlen_k, head_dim, head_dim_v, pass) and kept (thread-safe).
+  SwitchSearch switch_search = SwitchSearch::skip;
+  // What the tiles over a mask and auto's choice minimize (time by default, as the API runs).
+  PlanObjective objective = PlanObjective::time;
+  // The line size L every tile, choice, switch and prediction is made for (AttentionOptions::
+  // line_words; 0 = io::kDefaultLineWords, 1 = the paper's word model).
+  int64_t line_words = 0;
+};
 
-// Plans a dense (full-mask) head problem. Throws InvalidArgument for negative sizes, M < 1, or a
-// requested algorithm whose minimum M is above cache_words (stating the minimum), and when
-// neither algorithm fits.
-Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
-                Algorithm requested = Algorithm::automatic, int64_t num_heads = 1, int64_t line_words = 0);
+// Plans `num_heads` head problems over one `mask` (seqlen_q x seqlen_k) at a given M, the I/O
+// study's plan (spattn plan / run / sweep): for a full mask the dense flash and small_cache,
+// otherwise block-sparse flash and the density-adaptive small_cache, each predicted exactly from
+// the mask's structure (the structures are cached in the mask). The heads run as one group; a
+// whole call's plan, with batch, grouped-query heads and per-head masks, is previewed by
+// spattn/attention.hpp's plan_attention. Throws InvalidArgument for negative sizes, M < 1, a mask
+// of another shape, Algorithm::reference, a requested algorithm whose minimum M is above M
+// (stating the minimum), and when neither algorithm fits.
+Plan plan_heads(const bounds::DenseShape& shape, const Mask& mask, Pass pass, const HeadPlanOptions& options);
 
 }  // namespace spattn

@@ -22,18 +22,17 @@ Algorithm choose_algorithm(const AlgorithmCost& flash, const AlgorithmCost& smal
   return plan_detail::choice_margin(flash, small_cache, masked, objective) > 0 ? Algorithm::small_cache : Algorithm::flash;
 }
 
-Plan plan_dense(const bounds::DenseShape& shape, int64_t cache_words, Pass pass,
-                Algorithm requested, int64_t num_heads, int64_t line_words) {
-  return plan_attention(shape, Mask::full(std::max<int64_t>(shape.seqlen_q, 0), std::max<int64_t>(shape.seqlen_k, 0)),
-                        cache_words, pass, requested, num_heads, SwitchSearch::search, PlanObjective::time, line_words);
-}
-
-Plan plan_attention(const bounds::DenseShape& shape, const Mask& mask, int64_t cache_words,
-                    Pass pass, Algorithm requested, int64_t num_heads, SwitchSearch switch_search,
-                    PlanObjective objective, int64_t line_words) {
-  plan_detail::OneMaskRequest request{shape, cache_words, io::plan_line_words("plan", line_words, nullptr),
-                                      pass, requested, num_heads, switch_search, objective, {}};
-  request.run_heads.resize(static_cast<size_t>(std::max<int64_t>(num_heads, 0)));
+Plan plan_heads(const bounds::DenseShape& shape, const Mask& mask, Pass pass, const HeadPlanOptions& options) {
+  plan_detail::OneMaskRequest request{shape,
+                                      options.cache_words,
+                                      io::plan_line_words("plan", options.line_words, nullptr),
+                                      pass,
+                                      options.algorithm,
+                                      options.num_heads,
+                                      options.switch_search,
+                                      options.objective,
+                                      {}};
+  request.run_heads.resize(static_cast<size_t>(std::max<int64_t>(options.num_heads, 0)));
   for (size_t h = 0; h < request.run_heads.size(); ++h) request.run_heads[h] = static_cast<int64_t>(h);
   return plan_detail::plan_one_mask(request, mask);
 }

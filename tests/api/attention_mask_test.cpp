@@ -92,7 +92,7 @@ TEST(AttentionMask, AFullMaskRunsTheDenseSchedules) {
   const Mask full = Mask::from_spec("full", 16, 16);
   EXPECT_TRUE(full.is_full());
   EXPECT_EQ(full.nnz(), 256);
-  const auto plan = spattn::plan_attention({16, 16, 4, 4}, full, 512, spattn::Pass::forward);
+  const auto plan = spattn::plan_heads({16, 16, 4, 4}, full, spattn::Pass::forward, {512});
   EXPECT_FALSE(plan.masked);
   EXPECT_EQ(plan.flash.index_words, 0);
   // A CSR that happens to cover everything is recognized as full too.

@@ -23,6 +23,7 @@ namespace spattn {
 namespace {
 
 using testing::ApiProblem;
+using testing::dense_plan;
 
 constexpr int64_t kLineSizes[] = {1, 2, 8, 16, 32};
 
@@ -116,10 +117,10 @@ TEST(LineModel, SparseInputsCountWhatTheirPlanPredictsAtEveryLineSize) {
 TEST(LineModel, TheTilesAreChosenForTheLineSize) {
   const int64_t n = 1024, d = 64;
   const Mask mask = Mask::from_spec("random:p=0.05,seed=1", n, n);
-  const Plan words = plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::small_cache, 1,
-                                    spattn::SwitchSearch::skip, PlanObjective::words, 1);
-  const Plan lines = plan_attention({n, n, d, d}, mask, 4096, Pass::backward, Algorithm::small_cache, 1,
-                                    spattn::SwitchSearch::skip, PlanObjective::words, 16);
+  const Plan words = plan_heads({n, n, d, d}, mask, Pass::backward,
+      {4096, Algorithm::small_cache, 1, spattn::SwitchSearch::skip, PlanObjective::words, 1});
+  const Plan lines = plan_heads({n, n, d, d}, mask, Pass::backward,
+      {4096, Algorithm::small_cache, 1, spattn::SwitchSearch::skip, PlanObjective::words, 16});
   EXPECT_EQ(words.small_cache.tiles.find(" run "), std::string::npos) << words.small_cache.tiles;
   EXPECT_NE(lines.small_cache.tiles.find(" run 16"), std::string::npos) << lines.small_cache.tiles;
   // The word model's tiles move fewer words than the tiles chosen for lines.
@@ -140,8 +141,8 @@ TEST(LineModel, ABadLineSizeOrAnotherLedgersIsRefusedBeforeAnythingRuns) {
     EXPECT_TRUE(std::isnan(problem.o[0]));  // nothing written
     expect_invalid_argument(
         [&] {
-          plan_attention({7, 7, 4, 4}, mask, 300, Pass::forward, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
-                         PlanObjective::time, bad);
+          plan_heads({7, 7, 4, 4}, mask, Pass::forward,
+              {300, Algorithm::automatic, 1, spattn::SwitchSearch::skip, PlanObjective::time, bad});
         },
         "line_words = " + std::to_string(bad));
   }
@@ -161,8 +162,8 @@ void expect_random_mask_switches_near_the_theory(int64_t n) {
   for (const double density : {0.01, 0.05, 0.2}) {
     const Mask mask = Mask::from_spec("random:p=" + std::to_string(density) + ",seed=1", n, n);
     for (const Pass pass : {Pass::forward, Pass::backward}) {
-      const Plan plan = plan_attention({n, n, 64, 64}, mask, 4096, pass, Algorithm::automatic, 1,
-                                       spattn::SwitchSearch::search, PlanObjective::words, 1);
+      const Plan plan = plan_heads({n, n, 64, 64}, mask, pass,
+          {4096, Algorithm::automatic, 1, spattn::SwitchSearch::search, PlanObjective::words, 1});
       ASSERT_FALSE(plan.switches.empty());
       const double ratio = static_cast<double>(plan.switches.back()) / plan.theoretical_switch;
       std::printf("n = %lld, random p = %.2f, %s: switch at M = %lld, %.3f x Z_input^2 / Z_QK = %.0f\n",
@@ -180,7 +181,8 @@ TEST(LineModel, InTheWordModelTheSwitchIsWhereThePaperPutsIt) {
   // Dense: within 0.5x to 2x of d^2.
   for (const int64_t d : {32, 64, 128}) {
     for (const Pass pass : {Pass::forward, Pass::backward}) {
-      const Plan plan = plan_dense({n, n, d, d}, d * d, pass, Algorithm::automatic, 1, 1);
+      const Plan plan = dense_plan({n, n, d, d}, pass,
+          {d * d, Algorithm::automatic, 1, spattn::SwitchSearch::skip, spattn::PlanObjective::time, 1});
       ASSERT_FALSE(plan.switches.empty());
       const double ratio = static_cast<double>(plan.switches.back()) / static_cast<double>(d * d);
       std::printf("full d = %lld, %s: switch at M = %lld, %.3f x d^2\n", static_cast<long long>(d), pass_name(pass),

@@ -150,8 +150,8 @@ TEST(PlanPreview, DefaultsAreTheRunsDefaults) {
   options.cache_words = 4096;
   const Plan plan = spattn::plan_attention(call_shape(), window, Pass::forward, options);
   EXPECT_EQ(plan.objective, PlanObjective::time);
-  const Plan one_mask = spattn::plan_attention(spattn::bounds::DenseShape{kSeqQ, kSeqK, kDim, kDim}, window, 4096,
-                                               Pass::forward);
+  const Plan one_mask = spattn::plan_heads(spattn::bounds::DenseShape{kSeqQ, kSeqK, kDim, kDim}, window, Pass::forward,
+      {4096});
   EXPECT_EQ(one_mask.objective, PlanObjective::time);
   EXPECT_EQ(one_mask.algorithm, plan.algorithm);
   EXPECT_EQ(one_mask.flash.tiles, plan.flash.tiles);

@@ -154,7 +154,7 @@ TEST(SparseInputsApi, PlanUsesTheNonzerosForZInputAndTheSparseBound) {
   EXPECT_EQ(full.bound.value, bounds::sparse(z_input, 64.0 * 64.0, 1024.0).value);
   // Dense inputs through this API: the plan of attention.hpp, unchanged.
   const Plan dense = plan_attention(p.inputs(false), mask, Pass::forward, spattn::testing::planning_options(1024));
-  const Plan direct = plan_attention(bounds::DenseShape{64, 64, 16, 16}, mask, 1024, Pass::forward);
+  const Plan direct = plan_heads(bounds::DenseShape{64, 64, 16, 16}, mask, Pass::forward, {1024});
   EXPECT_EQ(dense.total(), direct.total());
   EXPECT_EQ(dense.z_input, direct.z_input);
   // Sparse inputs move fewer words than dense ones at 10% density.

@@ -119,8 +119,11 @@ TEST_F(CliSweepTest, CountedIoEqualsTheLibrarysPrediction) {
     for (spattn::Pass pass : {spattn::Pass::forward, spattn::Pass::backward}) {
       const bool forward = pass == spattn::Pass::forward;
       if (row.at("pass") == (forward ? "bwd" : "fwd")) continue;
-      const auto plan = spattn::plan_attention({n, n, d, d}, mask, row.at("cache_words").get<int64_t>(), pass, requested, 1, spattn::SwitchSearch::skip,
-                                                spattn::PlanObjective::words);
+      spattn::HeadPlanOptions planning;
+      planning.cache_words = row.at("cache_words").get<int64_t>();
+      planning.algorithm = requested;
+      planning.objective = spattn::PlanObjective::words;
+      const auto plan = spattn::plan_heads({n, n, d, d}, mask, pass, planning);
       reads += plan.reads;
       writes += plan.writes;
       EXPECT_EQ(row.at(forward ? "algorithm_forward" : "algorithm_backward"), spattn::algorithm_name(plan.algorithm));

@@ -9,6 +9,7 @@
 #include <sparse_formats/convert.hpp>
 #include <sparse_formats/csr.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -24,6 +25,12 @@ inline AttentionOptions planning_options(int64_t cache_words, Algorithm algorith
   options.algorithm = algorithm;
   options.line_words = line_words;
   return options;
+}
+
+// The one-mask plan of a full (dense) head problem: plan_heads over Mask::full of its size.
+inline Plan dense_plan(const bounds::DenseShape& shape, Pass pass, const HeadPlanOptions& options) {
+  return plan_heads(shape, Mask::full(std::max<int64_t>(shape.seqlen_q, 0), std::max<int64_t>(shape.seqlen_k, 0)), pass,
+                    options);
 }
 
 struct SparseInput {

@@ -19,7 +19,7 @@
 
 using spattn::Algorithm;
 using spattn::Pass;
-using spattn::plan_dense;
+using spattn::testing::dense_plan;
 
 namespace {
 
@@ -37,7 +37,7 @@ TEST(Planner, AutomaticTakesTheSmallerFeasiblePrediction) {
   for (int64_t d : {8, 64}) {
     for (int64_t m : cache_sizes(16, 1 << 18)) {
       for (Pass pass : {Pass::forward, Pass::backward}) {
-        const auto plan = plan_dense({256, 256, d, d}, m, pass);
+        const auto plan = dense_plan({256, 256, d, d}, pass, {m});
         ASSERT_TRUE(plan.flash.feasible || plan.small_cache.feasible);
         const auto& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
         const auto& other = plan.algorithm == Algorithm::flash ? plan.small_cache : plan.flash;
@@ -58,12 +58,12 @@ TEST(Planner, AutomaticTakesTheSmallerFeasiblePrediction) {
 
 TEST(Planner, SmallCacheWinsFarBelowDSquaredAndFlashFarAbove) {
   for (int64_t d : {128, 256}) {
-    const auto below = plan_dense({1024, 1024, d, d}, d * d / 16, Pass::backward);
+    const auto below = dense_plan({1024, 1024, d, d}, Pass::backward, {d * d / 16});
     ASSERT_TRUE(below.flash.feasible) << "flash needs " << below.flash.min_cache_words;
     EXPECT_LT(below.small_cache.total(), below.flash.total()) << "d " << d;
     EXPECT_LT(below.small_cache.total_lines(), below.flash.total_lines()) << "d " << d;
     EXPECT_EQ(below.algorithm, Algorithm::small_cache);
-    const auto above = plan_dense({1024, 1024, d, d}, 16 * d * d, Pass::backward);
+    const auto above = dense_plan({1024, 1024, d, d}, Pass::backward, {16 * d * d});
     EXPECT_LT(above.flash.total(), above.small_cache.total()) << "d " << d;
     EXPECT_LT(above.flash.total_lines(), above.small_cache.total_lines()) << "d " << d;
     EXPECT_EQ(above.algorithm, Algorithm::flash);
@@ -75,15 +75,15 @@ TEST(Planner, MeasuredCrossoverStaysNearDSquared) {
   // theory puts it at 1 (no constants); ours must stay within a factor of 4 across d.
   std::vector<double> ratios;
   for (int64_t d : {64, 128, 256}) {
-    const auto plan = plan_dense({1024, 1024, d, d}, d * d, Pass::backward);
+    const auto plan = dense_plan({1024, 1024, d, d}, Pass::backward, {d * d});
     ASSERT_GT(plan.switch_cache_words, 0) << "d " << d;
     const double ratio = static_cast<double>(plan.switch_cache_words) / static_cast<double>(d * d);
     ratios.push_back(ratio);
     std::printf("d %lld: switch at M = %lld = %.3f d^2\n", static_cast<long long>(d),
                 static_cast<long long>(plan.switch_cache_words), ratio);
     // Just below the switch one algorithm wins, just above the other.
-    const auto before = plan_dense({1024, 1024, d, d}, plan.switch_cache_words - 1, Pass::backward);
-    const auto after = plan_dense({1024, 1024, d, d}, plan.switch_cache_words, Pass::backward);
+    const auto before = dense_plan({1024, 1024, d, d}, Pass::backward, {plan.switch_cache_words - 1});
+    const auto after = dense_plan({1024, 1024, d, d}, Pass::backward, {plan.switch_cache_words});
     EXPECT_NE(before.algorithm, after.algorithm);
   }
   const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
@@ -100,7 +100,8 @@ TEST(Planner, IoOverTheBoundVariesByAtMostFourTimes) {
     for (int64_t n : {256, 1024, 4096}) {
       for (int64_t d : {16, 64, 128}) {
         for (int64_t m : cache_sizes(4 * d, n * d)) {
-          const auto plan = plan_dense({n, n, d, d}, m, Pass::backward, Algorithm::automatic, 1, line_words);
+          const auto plan = dense_plan({n, n, d, d}, Pass::backward,
+              {m, Algorithm::automatic, 1, spattn::SwitchSearch::skip, spattn::PlanObjective::time, line_words});
           if (plan.ratio_to_bound < lo) lo_at = {n, d, m};
           if (plan.ratio_to_bound > hi) hi_at = {n, d, m};
           lo = std::min(lo, plan.ratio_to_bound);
@@ -117,7 +118,7 @@ TEST(Planner, IoOverTheBoundVariesByAtMostFourTimes) {
 }
 
 TEST(Planner, PlanIsPrintableAndNamesItsParts) {
-  const auto plan = plan_dense({1024, 1024, 64, 64}, 4096, Pass::backward);
+  const auto plan = dense_plan({1024, 1024, 64, 64}, Pass::backward, {4096});
   const std::string text = plan.to_string();
   for (const char* part : {"algorithm:", "predicted I/O", "flash:", "small_cache:", "lower bound",
                            "ratio to bound", "switch"}) {
@@ -129,13 +130,13 @@ TEST(Planner, TheSwitchLineSaysWhoCanSearchIt) {
   // A sparse mask with dense inputs: searched on request only, and the line says how.
   const spattn::Mask causal = spattn::Mask::from_spec("causal", 97, 97);
   const spattn::bounds::DenseShape shape{97, 97, 8, 8};
-  const std::string unsearched = spattn::plan_attention(shape, causal, 300, Pass::forward).to_string();
+  const std::string unsearched = spattn::plan_heads(shape, causal, Pass::forward, {300}).to_string();
   EXPECT_NE(unsearched.find("switch: not searched (spattn plan --switch searches it for dense inputs); "
                             "theory puts it at Z_input^2 / Z_QK = "),
             std::string::npos)
       << unsearched;
   const std::string searched =
-      spattn::plan_attention(shape, causal, 300, Pass::forward, Algorithm::automatic, 1, spattn::SwitchSearch::search)
+      spattn::plan_heads(shape, causal, Pass::forward, {300, Algorithm::automatic, 1, spattn::SwitchSearch::search})
           .to_string();
   EXPECT_EQ(searched.find("not searched"), std::string::npos) << searched;
   // CSR inputs: never searched (sparse_inputs.hpp), and the line does not send you to --switch.
@@ -165,14 +166,14 @@ TEST(Planner, TheSwitchLineSaysWhoCanSearchIt) {
 
 TEST(Planner, InfeasibleRequestsStateTheMinimum) {
   try {
-    plan_dense({64, 64, 64, 64}, 100, Pass::backward, Algorithm::flash);
+    dense_plan({64, 64, 64, 64}, Pass::backward, {100, Algorithm::flash});
     FAIL();
   } catch (const spattn::InvalidArgument& error) {
     EXPECT_NE(std::string(error.what()).find("needs M >= 387"), std::string::npos) << error.what();
   }
-  EXPECT_THROW(plan_dense({64, 64, 64, 64}, 0, Pass::forward), spattn::InvalidArgument);
-  EXPECT_THROW(plan_dense({-1, 64, 64, 64}, 4096, Pass::forward), spattn::InvalidArgument);
-  EXPECT_THROW(plan_dense({64, 64, 64, 64}, 4096, Pass::forward, Algorithm::reference),
+  EXPECT_THROW(dense_plan({64, 64, 64, 64}, Pass::forward, {0}), spattn::InvalidArgument);
+  EXPECT_THROW(dense_plan({-1, 64, 64, 64}, Pass::forward, {4096}), spattn::InvalidArgument);
+  EXPECT_THROW(dense_plan({64, 64, 64, 64}, Pass::forward, {4096, Algorithm::reference}),
                spattn::InvalidArgument);
   EXPECT_THROW(spattn::parse_algorithm("fast"), spattn::InvalidArgument);
 }
@@ -182,16 +183,16 @@ TEST(Planner, TheDenseSwitchIsFoundOnceAndTheSameFromEveryThread) {
   // a fresh search finds (the first shape below is planned here for the first time), at every M,
   // and the same when many threads plan at once.
   const spattn::bounds::DenseShape shape{777, 777, 48, 48};
-  const auto first = plan_dense(shape, 5000, Pass::backward);
+  const auto first = dense_plan(shape, Pass::backward, {5000});
   ASSERT_GT(first.switch_cache_words, 0);
   for (int64_t m : {int64_t{600}, int64_t{5000}, int64_t{40000}}) {
-    EXPECT_EQ(plan_dense(shape, m, Pass::backward).switch_cache_words, first.switch_cache_words) << m;
+    EXPECT_EQ(dense_plan(shape, Pass::backward, {m}).switch_cache_words, first.switch_cache_words) << m;
   }
   std::vector<int64_t> seen(8, -1);
   std::vector<std::thread> threads;
   for (size_t t = 0; t < seen.size(); ++t) {
     threads.emplace_back([&, t] {
-      seen[t] = plan_dense({333 + static_cast<int64_t>(t % 2), 333, 64, 64}, 2048, Pass::backward).switch_cache_words;
+      seen[t] = dense_plan({333 + static_cast<int64_t>(t % 2), 333, 64, 64}, Pass::backward, {2048}).switch_cache_words;
     });
   }
   for (std::thread& thread : threads) thread.join();

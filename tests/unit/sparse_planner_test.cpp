@@ -11,6 +11,7 @@
 #include "plan/flash_tile_choice.hpp"
 #include "schedules/sparse_small_cache/sparse_small_cache.hpp"
 #include "support/api_problem.hpp"
+#include "support/sparse_inputs_fixtures.hpp"
 
 #include <sparse_formats/patterns.hpp>
 
@@ -27,13 +28,14 @@
 using spattn::Algorithm;
 using spattn::Mask;
 using spattn::Pass;
+using spattn::testing::dense_plan;
 
 namespace {
 
 // The planner's word-objective plan (the fewest words: what these I/O tests are about).
 spattn::Plan plan_words(const spattn::bounds::DenseShape& shape, const Mask& mask, int64_t cache_words, Pass pass) {
-  return spattn::plan_attention(shape, mask, cache_words, pass, Algorithm::automatic, 1, spattn::SwitchSearch::skip,
-                                spattn::PlanObjective::words);
+  return spattn::plan_heads(shape, mask, pass,
+      {cache_words, Algorithm::automatic, 1, spattn::SwitchSearch::skip, spattn::PlanObjective::words});
 }
 
 std::vector<int64_t> powers_of_two(int64_t lo, int64_t hi) {
@@ -94,8 +96,8 @@ TEST(SparsePlanner, RandomMasksTrackTheSparseBoundWithinEightTimesInTheWordModel
     for (int64_t n : {512, 1024}) {
       const Mask mask = Mask::from_spec("random:p=" + std::to_string(density) + ",seed=3", n, n);
       for (int64_t m : powers_of_two(4 * d, n * d)) {
-        const auto plan = spattn::plan_attention({n, n, d, d}, mask, m, Pass::backward, Algorithm::automatic, 1,
-                                                 spattn::SwitchSearch::skip, spattn::PlanObjective::words, 1);
+        const auto plan = spattn::plan_heads({n, n, d, d}, mask, Pass::backward,
+            {m, Algorithm::automatic, 1, spattn::SwitchSearch::skip, spattn::PlanObjective::words, 1});
         ASSERT_EQ(plan.read_lines + plan.write_lines, plan.total());  // a line is a word
         lo = std::min(lo, plan.ratio_to_bound);
         hi = std::max(hi, plan.ratio_to_bound);
@@ -148,8 +150,8 @@ TEST(SparsePlanner, EverySwitchIsReportedAndTheChoiceChangesAtEach) {
   const Mask mask = Mask::from_spec("random:p=0.01,seed=0", n, n);
   const spattn::bounds::DenseShape shape{n, n, d, d};
   auto plan_at = [&](int64_t m, spattn::SwitchSearch search) {
-    return spattn::plan_attention(shape, mask, m, Pass::backward, Algorithm::automatic, 1, search,
-                                  spattn::PlanObjective::words);
+    return spattn::plan_heads(shape, mask, Pass::backward,
+        {m, Algorithm::automatic, 1, search, spattn::PlanObjective::words});
   };
   const auto plan = plan_at(4096, spattn::SwitchSearch::search);
   ASSERT_GE(plan.switches.size(), 2u);
@@ -208,11 +210,11 @@ TEST(SparsePlanner, FullMasksCostNoMoreThanDenseAndNearlyFullOnesLittleMore) {
   ASSERT_TRUE(full_as_csr.is_full());
   for (Pass pass : {Pass::forward, Pass::backward}) {
     EXPECT_EQ(plan_words({n, n, d, d}, full_as_csr, 4096, pass).total(),
-              spattn::plan_dense({n, n, d, d}, 4096, pass).total());
+              dense_plan({n, n, d, d}, pass, {4096}).total());
   }
   for (int64_t m : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
     for (Pass pass : {Pass::forward, Pass::backward}) {
-      const auto dense = spattn::plan_dense({n, n, d, d}, m, pass);
+      const auto dense = dense_plan({n, n, d, d}, pass, {m});
       const auto sparse = plan_words({n, n, d, d}, almost_full, m, pass);
       for (const auto& [name, dense_cost, sparse_cost] :
            {std::tuple<const char*, spattn::AlgorithmCost, spattn::AlgorithmCost>{"flash", dense.flash, sparse.flash},
@@ -240,8 +242,8 @@ TEST(SparsePlanner, BandMasksGetSmallerFlashTilesAndAutoStillRunsFlash) {
     const Mask window = Mask::from_spec("sliding_window:w=" + std::to_string(w), n, n);
     for (const Pass pass : {Pass::forward, Pass::backward}) {
       SCOPED_TRACE("w " + std::to_string(w) + ", d " + std::to_string(d) + ", " + spattn::pass_name(pass));
-      const auto plan = spattn::plan_attention({n, n, d, d}, window, m, pass, Algorithm::automatic, 1,
-                                               spattn::SwitchSearch::skip, spattn::PlanObjective::time);
+      const auto plan = spattn::plan_heads({n, n, d, d}, window, pass,
+          {m, Algorithm::automatic, 1, spattn::SwitchSearch::skip, spattn::PlanObjective::time});
       EXPECT_EQ(plan.objective, spattn::PlanObjective::time);
       EXPECT_EQ(plan.algorithm, Algorithm::flash);
       EXPECT_LT(2 * plan.flash.time_price, plan.small_cache.time_price);
@@ -301,8 +303,8 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
   const spattn::schedules::SparseMaskCounts counts(mask.csr());
   for (const Pass pass : {Pass::forward, Pass::backward}) {
     SCOPED_TRACE(spattn::pass_name(pass));
-    const auto plan = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1,
-                                             spattn::SwitchSearch::skip, spattn::PlanObjective::time);
+    const auto plan = spattn::plan_heads({n, n, d, d}, mask, pass,
+        {m, Algorithm::automatic, 1, spattn::SwitchSearch::skip, spattn::PlanObjective::time});
     const int64_t per_entry = pass == Pass::forward ? 2 * (d + d) : 6 * d + 4 * d;
     EXPECT_EQ(plan.small_cache.flops, per_entry * mask.nnz());
     const auto tiles = spattn::schedules::sparse_small_cache_tiles(shape, counts, m, pass, spattn::PlanObjective::time);
@@ -353,8 +355,8 @@ TEST(SparsePlanner, TimeObjectiveRunsSmallCacheOnSparseRandomMasksAndFlashOnBloc
     for (const Pass pass : {Pass::forward, Pass::backward}) {
       SCOPED_TRACE(spec + ", d " + std::to_string(d) + ", " + spattn::pass_name(pass));
       const auto words = plan_words({n, n, d, d}, mask, m, pass);
-      const auto time = spattn::plan_attention({n, n, d, d}, mask, m, pass, Algorithm::automatic, 1,
-                                               spattn::SwitchSearch::skip, spattn::PlanObjective::time);
+      const auto time = spattn::plan_heads({n, n, d, d}, mask, pass,
+          {m, Algorithm::automatic, 1, spattn::SwitchSearch::skip, spattn::PlanObjective::time});
       const auto io = [](const spattn::AlgorithmCost& cost) { return std::make_pair(cost.total_lines(), cost.total()); };
       EXPECT_EQ(words.algorithm == Algorithm::flash, io(words.flash) <= io(words.small_cache));
       EXPECT_EQ(time.algorithm, time_choice);
@@ -368,16 +370,16 @@ TEST(SparsePlanner, TimeObjectiveRunsSmallCacheOnSparseRandomMasksAndFlashOnBloc
   int64_t found = 0;
   for (const auto objective : {spattn::PlanObjective::words, spattn::PlanObjective::time}) {
     SCOPED_TRACE(spattn::plan_objective_name(objective));
-    const auto plan = spattn::plan_attention(shape, mask, 4096, Pass::backward, Algorithm::automatic, 1,
-                                             spattn::SwitchSearch::search, objective);
+    const auto plan = spattn::plan_heads(shape, mask, Pass::backward,
+        {4096, Algorithm::automatic, 1, spattn::SwitchSearch::search, objective});
     if (plan.switch_cache_words == 0) continue;
     ++found;
     const int64_t at = plan.switch_cache_words;
-    EXPECT_NE(spattn::plan_attention(shape, mask, at - 1, Pass::backward, Algorithm::automatic, 1,
-                                     spattn::SwitchSearch::skip, objective)
+    EXPECT_NE(spattn::plan_heads(shape, mask, Pass::backward,
+        {at - 1, Algorithm::automatic, 1, spattn::SwitchSearch::skip, objective})
                   .algorithm,
-              spattn::plan_attention(shape, mask, at, Pass::backward, Algorithm::automatic, 1,
-                                     spattn::SwitchSearch::skip, objective)
+              spattn::plan_heads(shape, mask, Pass::backward,
+                  {at, Algorithm::automatic, 1, spattn::SwitchSearch::skip, objective})
                   .algorithm);
   }
   EXPECT_EQ(found, 2);
