@@ -47,7 +47,7 @@ void run_groups(const Plan& plan, int64_t batch, int threads, io::Ledger* ledger
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t h : group.heads) heads.push_back(problem(b, h));
     }
-    HeadRunner(group, plan.run->cache_words, threads).run(heads, ledger);
+    HeadRunner(group, plan.cache_words, threads).run(heads, ledger);
   }
 }
 
@@ -119,7 +119,7 @@ Plan attention_backward(TensorView<const float> q, TensorView<const float> k, Te
                                    SlowMatrix<float>::dense(head_delta, q.seqlen(), 1), head_matrix(dq, b, h),
                                    gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)};
   });
-  sum_kv_gradients(sums, *plan.run, threads, options.ledger);
+  sum_kv_gradients(sums, plan, threads, options.ledger);
   return plan;
 }
 

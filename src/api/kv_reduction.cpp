@@ -55,8 +55,9 @@ io::SlowMatrix<float> KvGradientSlots::slot(const TensorView<float>& out, std::v
   return io::SlowMatrix<float>::dense(scratch.data() + index * size, out.seqlen(), out.head_dim());
 }
 
-void sum_kv_gradients(const std::vector<KvSum>& sums, const detail::PlannedRun& run, int threads, io::Ledger* ledger) {
-  const int64_t cache_words = run.cache_words;
+void sum_kv_gradients(const std::vector<KvSum>& sums, const Plan& plan, int threads, io::Ledger* ledger) {
+  const int64_t cache_words = plan.cache_words;
+  const detail::PlannedRun& run = *plan.run;
   auto tile_of = [&](const KvSum& sum) { return sum.operand == io::Operand::dk ? run.dk_sum : run.dv_sum; };
   // Items: (sum, tile) pairs in order; each sum has its own tile grid (dK and dV differ in width).
   // The buffers hold the largest tile (not M / 2 words: M may be far larger than the gradients).

@@ -51,8 +51,8 @@ class KvGradientSlots {
   std::vector<float> dk_scratch_, dv_scratch_;
 };
 
-// Runs the sums with the run's tiles (dk_sum, dv_sum, chosen by the planner) on `threads` workers
-// with fast memories of run.cache_words words, counting into `ledger` when set.
-void sum_kv_gradients(const std::vector<KvSum>& sums, const detail::PlannedRun& run, int threads, io::Ledger* ledger);
+// Runs the sums with the plan's tiles (run->dk_sum, dv_sum, chosen by the planner) on `threads`
+// workers with fast memories of plan.cache_words words, counting into `ledger` when set.
+void sum_kv_gradients(const std::vector<KvSum>& sums, const Plan& plan, int threads, io::Ledger* ledger);
 
 }  // namespace spattn::api_detail

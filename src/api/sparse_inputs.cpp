@@ -205,7 +205,7 @@ void run_heads(const Plan& plan, const MultiHeadInputs& inputs, int threads, io:
     for (int64_t b = 0; b < inputs.batch; ++b) {
       for (const int64_t h : group.heads) problems.push_back(problem(b, h, inputs.head(b, h)));
     }
-    api_detail::HeadRunner(group, plan.run->cache_words, threads).run(problems, ledger);
+    api_detail::HeadRunner(group, plan.cache_words, threads).run(problems, ledger);
   }
 }
 
@@ -280,7 +280,7 @@ Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o
                                    gradients.dk(b, h), gradients.dv(b, h), static_cast<float>(scale)};
   };
   run_heads<schedules::HeadBackward>(plan, inputs, threads, options.ledger, problem);
-  api_detail::sum_kv_gradients(sums, *plan.run, threads, options.ledger);
+  api_detail::sum_kv_gradients(sums, plan, threads, options.ledger);
   return plan;
 }
 

@@ -180,7 +180,6 @@ Plan plan_csr_inputs(const bounds::DenseShape& shape, const MultiHeadInputs& inp
   // What runs: each mask's heads with the plan's algorithm and the tiles the words were priced with.
   auto run = std::make_shared<detail::PlannedRun>();
   run->pass = pass;
-  run->cache_words = cache_words;
   for (HeadGroup& group : group_heads(masks, inputs.heads)) {
     const HeadCosts costs = head_costs(head_shape(shape), &group.mask, cache_words, line_words, pass, kObjective);
     run->groups.push_back(planned_group(group.mask, std::move(group.heads), plan.algorithm, costs, pass));

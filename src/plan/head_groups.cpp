@@ -140,8 +140,8 @@ void add_kv_sums(Plan& plan, const bounds::DenseShape& shape, const CallHeads& h
   const int64_t head_dim_v = shape.head_dim_v > 0 ? shape.head_dim_v : shape.head_dim;
   if (plan.run != nullptr) {
     auto run = std::make_shared<detail::PlannedRun>(*plan.run);
-    run->dk_sum = kv_sum_tile(shape.seqlen_k, shape.head_dim, run->cache_words);
-    run->dv_sum = kv_sum_tile(shape.seqlen_k, head_dim_v, run->cache_words);
+    run->dk_sum = kv_sum_tile(shape.seqlen_k, shape.head_dim, plan.cache_words);
+    run->dv_sum = kv_sum_tile(shape.seqlen_k, head_dim_v, plan.cache_words);
     plan.run = std::move(run);
   }
   const int64_t width = shape.seqlen_k * (shape.head_dim + head_dim_v);

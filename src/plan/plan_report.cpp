@@ -80,7 +80,7 @@ bool operator==(const PlannedGroup& a, const PlannedGroup& b) {
 }
 
 bool operator==(const PlannedRun& a, const PlannedRun& b) {
-  return a.pass == b.pass && a.cache_words == b.cache_words && a.groups == b.groups && a.dk_sum == b.dk_sum &&
+  return a.pass == b.pass && a.groups == b.groups && a.dk_sum == b.dk_sum &&
          a.dv_sum == b.dv_sum;
 }
 

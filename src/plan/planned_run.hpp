@@ -51,8 +51,7 @@ struct KvSumTile {
 };
 
 struct PlannedRun {
-  Pass pass = Pass::forward;
-  int64_t cache_words = 0;  // M of every worker's fast memory
+  Pass pass = Pass::forward;  // (M, every worker's fast memory, is the Plan's cache_words)
   std::vector<PlannedGroup> groups;
   // A grouped-query backward's dK and dV sums (0 x 0 when the call has none).
   KvSumTile dk_sum, dv_sum;

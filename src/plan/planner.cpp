@@ -125,7 +125,6 @@ Plan plan_one_mask(const OneMaskRequest& request, const Mask& mask) {
   plan.beats_worst_case = plan.masked && plan.ratio_to_bound < 1.0;
   auto run = std::make_shared<detail::PlannedRun>();
   run->pass = pass;
-  run->cache_words = cache_words;
   if (!request.run_heads.empty()) {
     run->groups.push_back(plan_detail::planned_group(mask, request.run_heads, plan.algorithm, costs, pass));
   }
