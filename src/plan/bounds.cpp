@@ -37,6 +37,16 @@ double value_dim(const DenseShape& shape) {
   return static_cast<double>(shape.head_dim_v > 0 ? shape.head_dim_v : shape.head_dim);
 }
 
+// A head's sizes as doubles: seqlen_q, seqlen_k, head_dim, head_dim_v.
+struct Sizes {
+  double nq, nk, d, dv;
+};
+Sizes sizes_of(const DenseShape& shape, const char* where) {
+  check_shape(shape, where);
+  return {static_cast<double>(shape.seqlen_q), static_cast<double>(shape.seqlen_k),
+          static_cast<double>(shape.head_dim), value_dim(shape)};
+}
+
 }  // namespace
 
 const char* branch_name(Branch branch) {
@@ -72,20 +82,12 @@ Bound sparse(double z_input, double z_qk, double cache_words) {
 }
 
 double compulsory_forward(const DenseShape& shape) {
-  check_shape(shape, "bounds::compulsory_forward");
-  const double nq = static_cast<double>(shape.seqlen_q);
-  const double nk = static_cast<double>(shape.seqlen_k);
-  const double d = static_cast<double>(shape.head_dim);
-  const double dv = value_dim(shape);
+  const auto [nq, nk, d, dv] = sizes_of(shape, "bounds::compulsory_forward");
   return nq * d + nk * (d + dv) + nq * dv + nq;
 }
 
 double compulsory_backward(const DenseShape& shape) {
-  check_shape(shape, "bounds::compulsory_backward");
-  const double nq = static_cast<double>(shape.seqlen_q);
-  const double nk = static_cast<double>(shape.seqlen_k);
-  const double d = static_cast<double>(shape.head_dim);
-  const double dv = value_dim(shape);
+  const auto [nq, nk, d, dv] = sizes_of(shape, "bounds::compulsory_backward");
   const double inputs = nq * d + nk * (d + dv) + nq * dv /* O */ + nq /* LSE */ + nq * dv /* dO */;
   const double outputs = nq * d + nk * (d + dv);
   return inputs + outputs;

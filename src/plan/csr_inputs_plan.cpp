@@ -44,6 +44,16 @@ schedules::InputIo small_cache_io(const HeadShape& head, const Mask& mask, const
 
 // The CSR inputs' words and lines in place of the dense inputs' (the flops stay: the tiles are
 // the same), the time price following the words (plan.hpp: time_rates().word per word).
+// The plan's totals: its algorithm's prediction.
+void take_chosen_totals(Plan& plan) {
+  const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
+  plan.reads = chosen.reads;
+  plan.writes = chosen.writes;
+  plan.lines_predicted = chosen.lines_predicted;
+  plan.read_lines = chosen.read_lines;
+  plan.write_lines = chosen.write_lines;
+}
+
 void set_io(AlgorithmCost& cost, const schedules::InputIo& io) {
   const int64_t dense_words = cost.total();
   cost.reads = io.words.total().reads;
@@ -84,12 +94,7 @@ Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, c
   if (requested == Algorithm::automatic) {
     plan.algorithm = choose_algorithm(plan.flash, plan.small_cache, !mask.is_full(), kObjective);
   }
-  const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
-  plan.reads = chosen.reads;
-  plan.writes = chosen.writes;
-  plan.lines_predicted = chosen.lines_predicted;
-  plan.read_lines = chosen.read_lines;
-  plan.write_lines = chosen.write_lines;
+  take_chosen_totals(plan);
 
   // The sparse bound, whatever the mask: Z_input from the nonzeros, Z_QK the attended pairs.
   plan.masked = true;
@@ -146,12 +151,7 @@ Plan sum_heads(const std::vector<Plan>& heads, Algorithm requested, bool one_mas
   plan.algorithm = requested == Algorithm::automatic
                        ? choose_algorithm(plan.flash, plan.small_cache, plan.masked, kObjective)
                        : requested;
-  const AlgorithmCost& chosen = plan.algorithm == Algorithm::flash ? plan.flash : plan.small_cache;
-  plan.reads = chosen.reads;
-  plan.writes = chosen.writes;
-  plan.lines_predicted = chosen.lines_predicted;
-  plan.read_lines = chosen.read_lines;
-  plan.write_lines = chosen.write_lines;
+  take_chosen_totals(plan);
   update_ratios(plan, flash_total(plan));  // cost_heads = num_heads here
   plan.switch_cache_words = 0;
   plan.switch_searched = false;

@@ -58,6 +58,13 @@ double softmax_row(const TensorView<const double>& q, const TensorView<const dou
   return row_max + std::log(row_sum);
 }
 
+// Head (b, h)'s mask: the list's one mask, one per query head, or one per (batch, head).
+template <typename Index>
+const sparse_formats::CsrPatternView<Index>& head_mask(const MaskList<Index>& masks, int64_t heads, int64_t b,
+                                                      int64_t h) {
+  return masks[static_cast<std::size_t>(detail::mask_index(static_cast<int64_t>(masks.size()), heads, b, h))];
+}
+
 }  // namespace
 
 template <typename Index>
@@ -74,8 +81,7 @@ ForwardResult forward(TensorView<const double> q, TensorView<const double> k,
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
       const int64_t g = h / shape.group_size();
-      const auto& mask = masks[static_cast<std::size_t>(
-          detail::mask_index(static_cast<int64_t>(masks.size()), shape.heads, b, h))];
+      const auto& mask = head_mask(masks, shape.heads, b, h);
       for (int64_t i = 0; i < shape.seqlen_q; ++i) {
         result.lse[offset(b, h, i, shape.heads, shape.seqlen_q, 1)] =
             softmax_row(q, k, mask, b, h, g, i, scale, p);
@@ -109,8 +115,7 @@ BackwardResult backward(TensorView<const double> q, TensorView<const double> k,
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
       const int64_t g = h / shape.group_size();
-      const auto& mask = masks[static_cast<std::size_t>(
-          detail::mask_index(static_cast<int64_t>(masks.size()), shape.heads, b, h))];
+      const auto& mask = head_mask(masks, shape.heads, b, h);
       for (int64_t i = 0; i < shape.seqlen_q; ++i) {
         softmax_row(q, k, mask, b, h, g, i, scale, p);
         const int64_t begin = mask.row_begin(i);
