@@ -38,10 +38,11 @@ void check_countable(const schedules::HeadShape& s) {
   }
 }
 
-std::string matmul_tiles_text(const char* name, const schedules::MatmulTiles& tiles) {
+// A tile record's plan text (AlgorithmCost::tiles), from the record's own printing.
+template <typename Record>
+std::string tile_text(const Record& tiles) {
   std::ostringstream out;
-  out << name << ' ' << tiles.tile_m << 'x' << tiles.tile_n << 'x' << tiles.tile_k;
-  if (tiles.carry_a || tiles.carry_b) out << "+carry";  // tiled_matmul.hpp, "Line carry"
+  schedules::print_tile_list(out, tiles);
   return out.str();
 }
 
@@ -82,13 +83,7 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
   cost.read_lines = lines.reads;
   cost.write_lines = lines.writes;
   set_flops(cost, Priced::lines, line_words, schedules::small_cache_flops(shape, shape.seqlen_q * shape.seqlen_k, pass));
-  if (pass == Pass::forward) {
-    cost.tiles = matmul_tiles_text("S", tiles.scores) + ", " + matmul_tiles_text("O", tiles.output);
-  } else {
-    cost.tiles = matmul_tiles_text("P", tiles.scores) + ", " + matmul_tiles_text("dS", tiles.d_scores) +
-                 ", " + matmul_tiles_text("dQ", tiles.dq) + ", " + matmul_tiles_text("dK", tiles.dk) +
-                 ", " + matmul_tiles_text("dV", tiles.dv);
-  }
+  cost.tiles = tile_text(tiles);
   return cost;
 }
 
@@ -128,20 +123,10 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   set_flops(cost, mask == nullptr ? Priced::lines : Priced::words, line_words, schedules::flash_flops(shape, flash_mask.get(), pass),
             schedules::flash_partial_pairs(flash_mask.get(), pass));
   std::ostringstream text;
-  text << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;
-  if (pass == Pass::backward) {
-    text << "; dK/dV pass block_k " << tiles.dkdv_block_k << ", block_q " << tiles.dkdv_block_q;
-  }
+  text << tiles;
   if (flash_mask) text << "; " << flash_mask->query_rows.num_stored() << " stored tiles";
   cost.tiles = text.str();
   return cost;
-}
-
-std::string sweep_text(const char* name, const schedules::SparseSweepTiles& tiles) {
-  std::ostringstream out;
-  out << name << ' ' << tiles.block_rows << 'x' << tiles.block_cols << 'x' << tiles.chunk;
-  if (tiles.run > 1) out << " run " << tiles.run;
-  return out.str();
 }
 
 AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const Mask& mask,
@@ -173,11 +158,7 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
   cost.entry_visits = work.entry_visits;
   cost.walk_steps = work.walk_steps;
   cost.time_price = schedules::sparse_small_cache_time_price(cost.total(), work);
-  cost.tiles = pass == Pass::forward
-                   ? sweep_text("S", tiles.scores) + ", " + sweep_text("O", tiles.output)
-                   : sweep_text("P", tiles.probs) + ", " + sweep_text("dS", tiles.d_scores) + ", " +
-                         sweep_text("dQ", tiles.dq) + ", " + sweep_text("dK", tiles.dk) + ", " +
-                         sweep_text("dV", tiles.dv);
+  cost.tiles = tile_text(tiles);
   return cost;
 }
 

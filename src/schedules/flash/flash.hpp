@@ -44,7 +44,7 @@ struct FlashTiles {
            a.dkdv_block_k == b.dkdv_block_k;
   }
 };
-// "block_q b_q, block_k b_k, dkdv_block_q c_q, dkdv_block_k c_k".
+// "block_q b_q, block_k b_k" and, when set (the backward's), ", dkdv_block_q c_q, dkdv_block_k c_k".
 std::ostream& operator<<(std::ostream& out, const FlashTiles& tiles);
 
 // Whether a run walks a block-sparse mask (a FlashMask, flash_mask.hpp) or is dense

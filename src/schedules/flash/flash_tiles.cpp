@@ -137,8 +137,11 @@ HeadShape head_shape(const HeadBackward& problem) {
 }
 
 std::ostream& operator<<(std::ostream& out, const FlashTiles& tiles) {
-  return out << "block_q " << tiles.block_q << ", block_k " << tiles.block_k << ", dkdv_block_q " << tiles.dkdv_block_q
-             << ", dkdv_block_k " << tiles.dkdv_block_k;
+  out << "block_q " << tiles.block_q << ", block_k " << tiles.block_k;
+  if (tiles.dkdv_block_q != 0 || tiles.dkdv_block_k != 0) {
+    out << ", dkdv_block_q " << tiles.dkdv_block_q << ", dkdv_block_k " << tiles.dkdv_block_k;
+  }
+  return out;
 }
 
 }  // namespace spattn::schedules

@@ -51,8 +51,11 @@ struct SmallCacheTiles {
            a.dv == b.dv && a.delta_rows == b.delta_rows && a.delta_cols == b.delta_cols;
   }
 };
-// The pass, what they were chosen for, and each product's tiles.
+// The pass, what they were chosen for, and each product's tiles (print_tile_list).
 std::ostream& operator<<(std::ostream& out, const SmallCacheTiles& tiles);
+// Each product's tiles, "S ...; O ..." (forward) or "P ...; dS ...; dQ ...; dK ...; dV ...; D r x c":
+// the plan's text (AlgorithmCost::tiles).
+std::ostream& print_tile_list(std::ostream& out, const SmallCacheTiles& tiles);
 
 // The smallest M the schedule runs with: 5 words forward (1 x 1 tiles, one word each of A and B,
 // row max and sum), 4 backward (1 x 1 tiles and one row statistic, LSE or D). Independent of the

@@ -171,6 +171,10 @@ int64_t small_cache_flops(const HeadShape& shape, int64_t pairs, Pass pass) {
 std::ostream& operator<<(std::ostream& out, const SmallCacheTiles& tiles) {
   out << "small_cache " << pass_name(tiles.pass) << " tiles for " << tiles.shape << ", M " << tiles.cache_words << ", L "
       << tiles.line_words << ": ";
+  return print_tile_list(out, tiles);
+}
+
+std::ostream& print_tile_list(std::ostream& out, const SmallCacheTiles& tiles) {
   if (tiles.pass == Pass::forward) return out << "S " << tiles.scores << "; O " << tiles.output;
   return out << "P " << tiles.scores << "; dS " << tiles.d_scores << "; dQ " << tiles.dq << "; dK " << tiles.dk << "; dV "
              << tiles.dv << "; D " << tiles.delta_rows << " x " << tiles.delta_cols;

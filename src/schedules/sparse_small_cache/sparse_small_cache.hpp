@@ -126,7 +126,7 @@ struct SparseSweepTiles {
            a.run == b.run;
   }
 };
-// "rows r x cols c, chunk k, run u".
+// "rows r x cols c, chunk k" and ", run u" for runs of more than one.
 std::ostream& operator<<(std::ostream& out, const SparseSweepTiles& tiles);
 
 struct SparseSmallCacheTiles {
@@ -148,8 +148,11 @@ struct SparseSmallCacheTiles {
            a.d_scores == b.d_scores && a.dq == b.dq && a.dk == b.dk && a.dv == b.dv;
   }
 };
-// The pass, what they were chosen for, and each sweep's tiles.
+// The pass, what they were chosen for, and each sweep's tiles (print_tile_list).
 std::ostream& operator<<(std::ostream& out, const SparseSmallCacheTiles& tiles);
+// Each sweep's tiles, "S ...; O ..." (forward) or "P ...; dS ...; dQ ...; dK ...; dV ...": the
+// plan's text (AlgorithmCost::tiles).
+std::ostream& print_tile_list(std::ostream& out, const SparseSmallCacheTiles& tiles);
 
 // Words moved, value words (Q, K, V, O, LSE, dO, S, P, dS, ...) and index words (mask structure)
 // apart.
