@@ -3,7 +3,7 @@
 //   spattn::cuda::DeviceMemory<float> q(n * d), k(n * d), ...;   // or your own device pointers
 //   auto mask = spattn::Mask::from_spec("sliding_window:w=256", n, n);
 //   spattn::cuda::Options options;                                 // block-sparse flash kernels
-//   spattn::cuda::attention_forward<float>(qv, kv, vv, ov, lsev, mask, options);
+//   spattn::cuda::attention_forward<float>(qv, kv, vv, ov, lsev, mask, options);  // {}: no mask
 //
 // Views are the CPU API's TensorView types over DEVICE pointers, (batch, heads, seqlen, head_dim),
 // any strides. Element types: float, half_t and bfloat16_t (the bit layouts of CUDA's __half and
@@ -76,33 +76,20 @@ int64_t shared_memory_per_block();
 
 // ---- attention -------------------------------------------------------------------------------
 // o: (batch, heads, seqlen_q, head_dim_v) of T; lse: (batch, heads, seqlen_q, 1) fp32; -inf (and
-// a zero row of o) where a query attends nothing. `masks`: one (shared) or `heads` masks, each
-// seqlen_q x seqlen_k.
+// a zero row of o) where a query attends nothing. `masks`: the CPU entry points' mask argument
+// (HeadMasks, spattn/mask.hpp): `{}` (every pair attended), one Mask shared by all heads, or a
+// std::vector<Mask> with one per query head, each seqlen_q x seqlen_k.
 template <typename T>
 DeviceRun attention_forward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v,
-                            TensorView<T> o, TensorView<float> lse, const std::vector<Mask>& masks,
+                            TensorView<T> o, TensorView<float> lse, const HeadMasks& masks = {},
                             const Options& options = {});
-template <typename T>
-DeviceRun attention_forward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v,
-                            TensorView<T> o, TensorView<float> lse, const Mask& mask,
-                            const Options& options = {}) {
-  return attention_forward<T>(q, k, v, o, lse, std::vector<Mask>{mask}, options);
-}
 
 // dq, dk, dv take the shapes of q, k, v (dk, dv: kv_heads heads, summed over each group).
 template <typename T>
 DeviceRun attention_backward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v,
                              TensorView<const T> o, TensorView<const float> lse,
                              TensorView<const T> d_o, TensorView<T> dq, TensorView<T> dk,
-                             TensorView<T> dv, const std::vector<Mask>& masks,
-                             const Options& options = {});
-template <typename T>
-DeviceRun attention_backward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v,
-                             TensorView<const T> o, TensorView<const float> lse,
-                             TensorView<const T> d_o, TensorView<T> dq, TensorView<T> dk,
-                             TensorView<T> dv, const Mask& mask, const Options& options = {}) {
-  return attention_backward<T>(q, k, v, o, lse, d_o, dq, dk, dv, std::vector<Mask>{mask}, options);
-}
+                             TensorView<T> dv, const HeadMasks& masks = {}, const Options& options = {});
 
 // The plan of one call, without running it: which kernels, tiles and shared memory the flash path
 // would use (for fp16 / bf16 the tensor-core kernels when they fit, else the planner's tiles for

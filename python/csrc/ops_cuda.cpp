@@ -89,7 +89,7 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   with_element_type(where, dtype, [&](auto element) {
     using T = decltype(element);
     cuda::attention_forward<T>(view_of<const T>(q), view_of<const T>(k), view_of<const T>(v), view_of<T>(o),
-                               view_of<float>(lse), masks, options);
+                               view_of<float>(lse), head_masks(masks), options);
     return 0;
   });
   return {o, lse.squeeze(-1)};
@@ -121,7 +121,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& q, con
     using T = decltype(element);
     cuda::attention_backward<T>(view_of<const T>(q), view_of<const T>(k), view_of<const T>(v), view_of<const T>(o),
                                 view_of<const float>(lse.unsqueeze(-1)), view_of<const T>(d_o), view_of<T>(dq),
-                                view_of<T>(dk), view_of<T>(dv), masks, options);
+                                view_of<T>(dk), view_of<T>(dv), head_masks(masks), options);
     return 0;
   });
   return {dq, dk, dv};

@@ -33,9 +33,10 @@ void finish(const Options& options) {
 
 template <typename T>
 DeviceRun attention_forward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v,
-                            TensorView<T> o, TensorView<float> lse, const std::vector<Mask>& masks,
+                            TensorView<T> o, TensorView<float> lse, const HeadMasks& given,
                             const Options& options) {
   const char* where = "cuda::attention_forward";
+  const std::vector<Mask> masks = device::call_masks(where, given, q.shape, k.shape);
   const device::DeviceShape shape = device::check_forward(where, device::info(q), device::info(k),
                                                           device::info(v), device::info(o),
                                                           device::info(lse), masks);
@@ -62,9 +63,10 @@ template <typename T>
 DeviceRun attention_backward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v,
                              TensorView<const T> o, TensorView<const float> lse,
                              TensorView<const T> d_o, TensorView<T> dq, TensorView<T> dk,
-                             TensorView<T> dv, const std::vector<Mask>& masks,
+                             TensorView<T> dv, const HeadMasks& given,
                              const Options& options) {
   const char* where = "cuda::attention_backward";
+  const std::vector<Mask> masks = device::call_masks(where, given, q.shape, k.shape);
   const device::DeviceShape shape = device::check_backward(
       where, device::info(q), device::info(k), device::info(v), device::info(o), device::info(lse),
       device::info(d_o), device::info(dq), device::info(dk), device::info(dv), masks);

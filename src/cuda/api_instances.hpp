@@ -7,11 +7,11 @@
 #define SPATTN_CUDA_API_INSTANCE(T)                                                               \
   template DeviceRun attention_forward<T>(TensorView<const T>, TensorView<const T>,              \
                                           TensorView<const T>, TensorView<T>, TensorView<float>, \
-                                          const std::vector<Mask>&, const Options&);             \
+                                          const HeadMasks&, const Options&);                     \
   template DeviceRun attention_backward<T>(                                                      \
       TensorView<const T>, TensorView<const T>, TensorView<const T>, TensorView<const T>,        \
       TensorView<const float>, TensorView<const T>, TensorView<T>, TensorView<T>, TensorView<T>, \
-      const std::vector<Mask>&, const Options&);
+      const HeadMasks&, const Options&);
 
 // Inside namespace spattn::cuda: every supported element type.
 #define SPATTN_CUDA_API_INSTANCES       \

@@ -23,14 +23,14 @@ void release_device_caches() {}
 
 template <typename T>
 DeviceRun attention_forward(TensorView<const T>, TensorView<const T>, TensorView<const T>,
-                            TensorView<T>, TensorView<float>, const std::vector<Mask>&,
+                            TensorView<T>, TensorView<float>, const HeadMasks&,
                             const Options&) {
   unavailable("attention_forward");
 }
 template <typename T>
 DeviceRun attention_backward(TensorView<const T>, TensorView<const T>, TensorView<const T>,
                              TensorView<const T>, TensorView<const float>, TensorView<const T>,
-                             TensorView<T>, TensorView<T>, TensorView<T>, const std::vector<Mask>&,
+                             TensorView<T>, TensorView<T>, TensorView<T>, const HeadMasks&,
                              const Options&) {
   unavailable("attention_backward");
 }

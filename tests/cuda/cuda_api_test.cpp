@@ -50,6 +50,15 @@ TEST(CudaApi, WithoutADeviceEveryCallSaysWhy) {
                  spattn::RuntimeError);
   }
   EXPECT_EQ(lse[0], 2.0f);  // untouched
+#ifdef SPATTN_HAVE_CUDA
+  // The masks are checked before the device is needed: a per-head list names its count.
+  try {
+    spattn::cuda::attention_forward<float>(CView(t), CView(t), CView(t), t, l, std::vector<spattn::Mask>{mask, mask});
+    FAIL() << "expected InvalidArgument";
+  } catch (const spattn::InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cuda::attention_forward: masks has 2 masks, q has 1 heads"));
+  }
+#endif
   EXPECT_THROW(spattn::cuda::shared_memory_per_block(), spattn::RuntimeError);
   EXPECT_THROW(spattn::cuda::DeviceMemory<float>(16), spattn::RuntimeError);
 }

@@ -174,10 +174,13 @@ DeviceOut run_device(const Problem& p, const std::vector<Mask>& masks, const spa
   const auto dov = view(d_o.data(), p.heads, p.n_q, p.e);
   const auto lsev = TensorView<float>::contiguous(lse.data(), p.batch, p.heads, p.n_q, 1);
   DeviceOut out;
-  out.forward_run = spattn::cuda::attention_forward<T>(qv, kv, vv, ov, lsev, masks, options);
+  // One mask: shared by every head; several: one per query head.
+  const spattn::HeadMasks head_masks =
+      masks.size() == 1 ? spattn::HeadMasks(masks.front()) : spattn::HeadMasks(masks);
+  out.forward_run = spattn::cuda::attention_forward<T>(qv, kv, vv, ov, lsev, head_masks, options);
   out.backward_run = spattn::cuda::attention_backward<T>(qv, kv, vv, ov, lsev, dov, view(dq.data(), p.heads, p.n_q, p.d),
                                       view(dk.data(), p.kv_heads, p.n_k, p.d),
-                                      view(dv.data(), p.kv_heads, p.n_k, p.e), masks, options);
+                                      view(dv.data(), p.kv_heads, p.n_k, p.e), head_masks, options);
   out.o = from_layout(to_floats(o.download()), p.heads, p.n_q, p.e);
   out.lse = lse.download();
   out.dq = from_layout(to_floats(dq.download()), p.heads, p.n_q, p.d);
