@@ -84,11 +84,13 @@ TEST(SparseMaskCounts, GathersEqualAWalkOfEveryEntry) {
   const std::vector<std::string> specs = {
       "causal", "sliding_window:w=7", "sliding_window:w=1", "documents:lengths=30/0/40/27,causal=1",
       "bigbird:block=8,w=1,g=1,r=2,seed=3", "dilated_window:w=5,dilation=3", "fixed:stride=16,c=3",
-      "random:p=0.1,seed=4", "random:p=0.6,seed=5", "sliding_window:w=3 | random:p=0.02,seed=6", "full"};
+      "random:p=0.1,seed=4", "random:p=0.6,seed=5", "sliding_window:w=3 | random:p=0.02,seed=6", "full",
+      // Rows repeating the two before them, in whole lines (the count takes the row before's).
+      "bigbird:block=16,w=1,g=1,r=2,seed=3", "documents:lengths=32/48/17", "documents:lengths=48/49"};
   bool saw_runs = false, saw_entries = false, saw_intervals = false;
   for (const std::string& spec : specs) {
     for (const auto& [m, n] : {std::pair<int64_t, int64_t>{97, 97}, {64, 80}, {7, 7}, {1, 1}}) {
-      if (spec.rfind("documents", 0) == 0 && m != 97) continue;  // its lengths add up to 97
+      if (spec.rfind("documents", 0) == 0 && m != 97) continue;  // their lengths add up to 97
       SCOPED_TRACE(spec + " " + std::to_string(m) + " x " + std::to_string(n));
       const auto parsed = sparse_formats::parse_pattern_spec(spec);
       const auto csr = sparse_formats::make_pattern<int64_t>(parsed, m, n);
@@ -120,11 +122,12 @@ TEST(SparseMaskCounts, GathersEqualAWalkOfEveryEntry) {
 TEST(SparseMaskCounts, EqualThePreparedMasksCountsForEveryBlockSize) {
   const std::vector<std::string> specs = {
       "causal", "sliding_window:w=7", "documents:lengths=30/0/40/27,causal=1", "bigbird:block=8,w=1,g=1,r=2,seed=3",
-      "random:p=0.1,seed=4", "random:p=0.6,seed=5", "sliding_window:w=3 | random:p=0.02,seed=6"};
+      "random:p=0.1,seed=4", "random:p=0.6,seed=5", "sliding_window:w=3 | random:p=0.02,seed=6",
+      "bigbird:block=16,w=1,g=1,r=2,seed=3", "documents:lengths=32/48/17", "prefix_lm:p=40"};
   bool saw_runs = false, saw_entries = false;
   for (const std::string& spec : specs) {
     for (const auto& [m, n] : {std::pair<int64_t, int64_t>{97, 97}, {64, 80}, {1, 1}}) {
-      if (spec.rfind("documents", 0) == 0 && m != 97) continue;  // its lengths add up to 97
+      if (spec.rfind("documents", 0) == 0 && m != 97) continue;  // their lengths add up to 97
       SCOPED_TRACE(spec + " " + std::to_string(m) + " x " + std::to_string(n));
       const auto csr = sparse_formats::make_pattern<int64_t>(sparse_formats::parse_pattern_spec(spec), m, n);
       const SparseSmallCacheMask prepared(csr.view());

@@ -208,15 +208,22 @@ void SparseMaskCounts::mark_repeated_rows() {
 }
 
 // Per row block, the size of the union of its rows' runs: a row with the runs of the row before it
-// adds nothing (the rows of one block of a block mask, of a document, of a prefix); the rest are
-// sorted by first key (they usually are already: windows move right row by row), then merged.
+// adds nothing (the rows of one block of a block mask, of a document, of a prefix), so a block of
+// such rows touches its first row's entries; the rest are sorted by first key (they usually are
+// already: windows move right row by row), then merged.
 int64_t SparseMaskCounts::touched_keys_by_runs(int64_t block_rows) const {
   const int64_t m = seqlen_q_;
   std::vector<std::pair<int64_t, int64_t>> block;
   int64_t touched = 0;
+  const char* repeats = repeats_previous_.data();
   for (int64_t row0 = 0; row0 < m; row0 += block_rows) {
+    const int64_t row_end = std::min(row0 + block_rows, m);
+    if (std::find(repeats + row0 + 1, repeats + row_end, char{0}) == repeats + row_end) {
+      touched += row_ptr_[row0 + 1] - row_ptr_[row0];  // every row has row0's runs: disjoint, so its entries
+      continue;
+    }
     block.clear();
-    for (int64_t row = row0; row < std::min(row0 + block_rows, m); ++row) {
+    for (int64_t row = row0; row < row_end; ++row) {
       if (row > row0 && repeats_previous_[static_cast<size_t>(row)]) continue;
       for (int64_t r = run_ptr_[static_cast<size_t>(row)]; r < run_ptr_[static_cast<size_t>(row) + 1]; ++r) {
         block.emplace_back(run_begin_[static_cast<size_t>(r)], run_end_[static_cast<size_t>(r)]);
