@@ -2,7 +2,8 @@
 
     PYTHONPATH=build/python /usr/bin/python3 bench/torch_op_bench.py [--n 4096 16384] [--reps 3]
 
-For each mask (a sliding window of half-width 256, documents, BigBird) and n: the median time of
+For each mask (--masks, from the full mask, a sliding window of half-width 256, documents and BigBird;
+by default all but the full mask) and n: the median time of
 the forward, the backward and both, for spattn's op (auto's choice, float32) and for torch's dense
 masked attention on the same tensors (scores materialized: n x n per head), and the ratio
 torch / spattn. Where the dense path's intermediates would not fit in --dense-limit-gib, it is not
@@ -21,6 +22,7 @@ import spattn.torch as st
 from spattn._ops import ops
 
 MASKS = {
+    "full": "full",
     "window 256": "sliding_window:w=256",
     "documents": "documents:num_docs=8",
     "bigbird": "bigbird:block=64,w=1,g=2,r=3,seed=7",
@@ -72,7 +74,10 @@ def main():
     parser.add_argument("--d", type=int, default=64)
     parser.add_argument("--heads", type=int, default=1)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave torch's default)")
+    parser.add_argument("--masks", nargs="*", choices=list(MASKS), default=[m for m in MASKS if m != "full"],
+                        help="which masks (default: every one but full)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch.set_num_threads, which spattn's op also follows (0: leave torch's default)")
     parser.add_argument("--dense-limit-gib", type=float, default=12.0,
                         help="skip the dense path when its n x n intermediates would take more")
     args = parser.parse_args()
@@ -84,7 +89,8 @@ def main():
     print(f"{'mask':<11} {'n':>6} | {'spattn fwd':>10} {'bwd':>9} {'both':>9} | {'torch fwd':>10} {'bwd':>9} "
           f"{'both':>9} | torch/spattn fwd bwd both (ms)")
     generator = torch.Generator().manual_seed(0)
-    for name, spec in MASKS.items():
+    for name in args.masks:
+        spec = MASKS[name]
         for n in args.n:
             q, k, v = (torch.randn(1, args.heads, n, args.d, generator=generator).requires_grad_() for _ in range(3))
             mask = st.Mask.from_spec(spec, n, n)
