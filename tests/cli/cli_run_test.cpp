@@ -135,7 +135,9 @@ TEST_F(CliRunTest, JsonHasTheContextAndCountedRowsEqualToTheirPrediction) {
     EXPECT_GT(row.at("read_lines").get<int64_t>(), 0);  // counted: every row has them
     EXPECT_EQ(row.at("read_lines"), row.at("predicted_read_lines"));
     EXPECT_EQ(row.at("write_lines"), row.at("predicted_write_lines"));
-    if (i < 6) EXPECT_EQ(row.at("read_lines"), row.at("reads"));  // a line is a word
+    if (i < 6) {
+      EXPECT_EQ(row.at("read_lines"), row.at("reads"));  // a line is a word
+    }
     EXPECT_LT(row.at("error_to_tolerance").get<double>(), 1.0);
     EXPECT_FALSE(row.at("algorithm_forward").is_null());
     EXPECT_FALSE(row.at("algorithm_backward").is_null());

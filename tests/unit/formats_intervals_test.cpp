@@ -244,7 +244,8 @@ TEST(Intervals, ABlockMasksRowsAreItsFullBlocksAndItsPartialBlocksRuns) {
 }
 
 TEST(Intervals, EveryBlockMaskOfElementPatternsHasThePatternsRows) {
-  for (const std::string& spec : {"random:p=0.3,seed=1", "random:p=0.7,seed=2", "dilated_window:w=4,dilation=2"}) {
+  for (const std::string& spec :
+       std::vector<std::string>{"random:p=0.3,seed=1", "random:p=0.7,seed=2", "dilated_window:w=4,dilation=2"}) {
     for (const auto& [n_q, n_k] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 7}, {97, 97}, {257, 33}}) {
       const CsrPattern<int64_t> pairs = pairs_of(spec, n_q, n_k);
       const IntervalPattern expected = sparse_formats::csr_to_intervals(pairs.view());
