@@ -12,9 +12,10 @@
 // multi-head attention). Every algorithm runs it; the backward adds each kv head's dK, dV up over
 // its query heads in a fixed order (deterministic, counted, and included in the returned plan).
 // The mask argument (HeadMasks, spattn/mask.hpp) is none (`{}`: every pair attended), one Mask
-// shared by all heads, or a std::vector<Mask> with one per query head (shared over the batch). With any mask other than full, flash is the
-// block-sparse flash schedule and small_cache the density-adaptive one (docs/block_sparse.md,
-// docs/sparse_small_cache.md); all heads run the same algorithm.
+// shared by all heads, or a std::vector<Mask> with one per query head (shared over the batch).
+// With any mask other than full, flash is the block-sparse flash schedule and small_cache the
+// density-adaptive one (docs/block_sparse.md, docs/sparse_small_cache.md); all heads run the same
+// algorithm.
 // Validation happens here, once, before any output is written; messages name the argument and
 // the values ("attention_backward: d_o has seqlen 63, q has 64").
 #pragma once
