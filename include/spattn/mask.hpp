@@ -119,9 +119,11 @@ class HeadMasks {
   HeadMasks(std::vector<Mask> masks);  // NOLINT(google-explicit-constructor): masks[h] for query head h
   // One Mask per query head was given (the std::vector constructor, whatever its size).
   bool per_head() const { return per_head_; }
-  // The masks the call runs with: {Mask::full(seqlen_q, seqlen_k)} when none was given, else the
-  // masks given, as given (the entry points check their count and shapes).
-  std::vector<Mask> resolve(int64_t seqlen_q, int64_t seqlen_k) const;
+  // The masks a call with `heads` query heads of seqlen_q x seqlen_k runs with:
+  // {Mask::full(seqlen_q, seqlen_k)} when none was given, else the masks given. A per-head list of
+  // another size than `heads` is an InvalidArgument naming `where` and both counts ("masks has 2
+  // masks, q has 3 heads"); the masks' own shapes are the entry points' to check.
+  std::vector<Mask> resolve(const char* where, int64_t heads, int64_t seqlen_q, int64_t seqlen_k) const;
 
  private:
   std::vector<Mask> masks_;

@@ -99,10 +99,7 @@ void check_gradient(const char* where, const char* name, const TensorView<float>
 
 std::vector<Mask> check_masks(const char* where, const HeadMasks& given, int64_t heads, int64_t seqlen_q,
                               int64_t seqlen_k) {
-  std::vector<Mask> masks = given.resolve(seqlen_q, seqlen_k);
-  if (given.per_head() && static_cast<int64_t>(masks.size()) != heads) {
-    fail(where, ": masks has ", masks.size(), " masks, q has ", heads, " heads (one mask per query head)");
-  }
+  std::vector<Mask> masks = given.resolve(where, heads, seqlen_q, seqlen_k);
   for (size_t h = 0; h < masks.size(); ++h) {
     const Mask& mask = masks[h];
     if (mask.seqlen_q() != seqlen_q || mask.seqlen_k() != seqlen_k) {

@@ -36,7 +36,7 @@ DeviceRun attention_forward(TensorView<const T> q, TensorView<const T> k, Tensor
                             TensorView<T> o, TensorView<float> lse, const HeadMasks& given,
                             const Options& options) {
   const char* where = "cuda::attention_forward";
-  const std::vector<Mask> masks = device::call_masks(where, given, q.shape, k.shape);
+  const std::vector<Mask> masks = given.resolve(where, q.shape[1], q.shape[2], k.shape[2]);
   const device::DeviceShape shape = device::check_forward(where, device::info(q), device::info(k),
                                                           device::info(v), device::info(o),
                                                           device::info(lse), masks);
@@ -66,7 +66,7 @@ DeviceRun attention_backward(TensorView<const T> q, TensorView<const T> k, Tenso
                              TensorView<T> dv, const HeadMasks& given,
                              const Options& options) {
   const char* where = "cuda::attention_backward";
-  const std::vector<Mask> masks = device::call_masks(where, given, q.shape, k.shape);
+  const std::vector<Mask> masks = given.resolve(where, q.shape[1], q.shape[2], k.shape[2]);
   const device::DeviceShape shape = device::check_backward(
       where, device::info(q), device::info(k), device::info(v), device::info(o), device::info(lse),
       device::info(d_o), device::info(dq), device::info(dk), device::info(dv), masks);

@@ -284,15 +284,6 @@ DeviceShape check_qkv(const char* where, const ViewInfo& q, const ViewInfo& k, c
 
 }  // namespace
 
-std::vector<Mask> call_masks(const char* where, const HeadMasks& masks, const std::array<int64_t, 4>& q_shape,
-                             const std::array<int64_t, 4>& k_shape) {
-  std::vector<Mask> list = masks.resolve(q_shape[2], k_shape[2]);
-  if (masks.per_head() && static_cast<int64_t>(list.size()) != q_shape[1]) {
-    fail(where, ": masks has ", list.size(), " masks, q has ", q_shape[1], " heads (one mask per query head)");
-  }
-  return list;
-}
-
 DeviceShape check_forward(const char* where, const ViewInfo& q, const ViewInfo& k, const ViewInfo& v,
                           const ViewInfo& o, const ViewInfo& lse, const std::vector<Mask>& masks) {
   const DeviceShape s = check_qkv(where, q, k, v, masks);

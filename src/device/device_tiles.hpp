@@ -100,11 +100,6 @@ template <typename T>
 ViewInfo info(const TensorView<T>& t) {
   return {static_cast<const void*>(t.data), t.shape};
 }
-// The masks of a call with q and k of these (batch, heads, seqlen, dim) shapes (HeadMasks::resolve):
-// a per-head list must have one mask per query head ("masks has 2 masks, q has 3 heads", as the CPU
-// entry points say). The masks' own shapes are checked with the views (check_forward).
-std::vector<Mask> call_masks(const char* where, const HeadMasks& masks, const std::array<int64_t, 4>& q_shape,
-                             const std::array<int64_t, 4>& k_shape);
 struct DeviceShape {
   int64_t batch = 0, heads = 0, kv_heads = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0,
           head_dim_v = 0;

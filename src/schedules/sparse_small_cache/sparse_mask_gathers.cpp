@@ -175,21 +175,21 @@ std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers_by_runs(
   // of it, and ending before the last piece, loads what the row before it did: its pieces are that
   // row's shifted by whole pieces of every run, and the segments it can find held are the row
   // before's (a row that long leaves no older segment in `recent`). It adds that row's counts.
-  std::vector<Gathers> row_gathers(runs.size());
+  std::vector<int64_t> row_loads(runs.size());  // the last row walked, per run
   const int64_t m = std::max<int64_t>(seqlen_q_, 0);
   for (int64_t i = 0; i < m; ++i) {
     int64_t p = row_ptr_[i];
     const int64_t row_length = row_ptr_[i + 1] - p;
     if (i >= 2 && repeats_previous_[static_cast<size_t>(i)] && repeats_previous_[static_cast<size_t>(i - 1)] &&
         row_length >= widest && row_length % widest == 0 && row_ptr_[i + 1] <= nnz_ - widest) {
-      for (size_t r = 0; r < runs.size(); ++r) gathers[r].loads += row_gathers[r].loads;
+      for (size_t r = 0; r < runs.size(); ++r) gathers[r].loads += row_loads[r];
       for (Segment& segment : recent) segment.end += row_length;
       continue;
     }
     // (kept only for a row the next one repeats: a row that is skipped takes the last row kept)
     const bool repeated_next = i + 1 < m && repeats_previous_[static_cast<size_t>(i + 1)];
     if (repeated_next) {
-      for (size_t r = 0; r < runs.size(); ++r) row_gathers[r].loads = gathers[r].loads;
+      for (size_t r = 0; r < runs.size(); ++r) row_loads[r] = gathers[r].loads;
     }
     for (auto k = static_cast<size_t>(run_ptr_[static_cast<size_t>(i)]); k < static_cast<size_t>(run_ptr_[static_cast<size_t>(i) + 1]); ++k) {
       const int64_t key_begin = run_begin_[k], key_end = run_end_[k], length = key_end - key_begin;
@@ -243,7 +243,7 @@ std::vector<SparseMaskCounts::Gathers> SparseMaskCounts::count_gathers_by_runs(
       p += length;
     }
     if (repeated_next) {
-      for (size_t r = 0; r < runs.size(); ++r) row_gathers[r].loads = gathers[r].loads - row_gathers[r].loads;
+      for (size_t r = 0; r < runs.size(); ++r) row_loads[r] = gathers[r].loads - row_loads[r];
     }
   }
   for (size_t r = 0; r < runs.size(); ++r) {
