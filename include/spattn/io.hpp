@@ -32,6 +32,7 @@
 // index words, both booked to the load's operand.
 #pragma once
 
+#include <spattn/elements.hpp>
 #include <spattn/error.hpp>
 
 #include <sparse_formats/csr.hpp>
@@ -60,6 +61,10 @@ const char* operand_name(Operand operand);
 
 // 16 fp32 words: a 64-byte line.
 inline constexpr int64_t kDefaultLineWords = 16;
+// A 64-byte line in elements of `type`: 16 fp32 or 32 fp16 / bf16 elements.
+inline constexpr int64_t line_words_of(ElementType type) {
+  return type == ElementType::fp32 ? kDefaultLineWords : 2 * kDefaultLineWords;
+}
 
 // The lines a run of `words` consecutive words from word `offset` of a stored row touches
 // (0 when words is 0). offset, words >= 0, line_words >= 1.
@@ -85,11 +90,12 @@ inline constexpr bool is_plan_line_words(int64_t line_words) {
 }
 
 // The line size a plan is made for (AttentionOptions::line_words): `requested` when > 0, else the
-// ledger's when one is given, else kDefaultLineWords. InvalidArgument naming `where` and the value
-// unless it is a power of two from 1 to kMaxLineWords, or when a ledger counts lines of another
-// size.
+// ledger's when one is given, else `otherwise` (a 64-byte line of the call's elements,
+// line_words_of). InvalidArgument naming `where` and the value unless it is a power of two from 1
+// to kMaxLineWords, or when a ledger counts lines of another size.
 class Ledger;
-int64_t plan_line_words(const char* where, int64_t requested, const Ledger* ledger);
+int64_t plan_line_words(const char* where, int64_t requested, const Ledger* ledger,
+                        int64_t otherwise = kDefaultLineWords);
 
 // Which way the stored rows of a dense view of `view_cols` columns run, its element (r, c) at word
 // r * row_stride + c * col_stride of its array: along the unit stride; a one-column view with unit
@@ -247,6 +253,22 @@ template <typename Value>
 CsrTileWords csr_tile_words(const sparse_formats::CsrMatrixView<int64_t, Value>& csr, int64_t row0,
                             int64_t rows, int64_t col0, int64_t cols, int64_t line_words = kDefaultLineWords);
 
+// How a float view's elements are stored: as floats (native; every view of another type is), or
+// as 16-bit elements (spattn/elements.hpp) that loads widen to float and stores round to nearest
+// even. Schedules compute in float either way; a word is one element of what is stored.
+enum class Storage : uint8_t { native, fp16, bf16 };
+
+// Array conversions between 16-bit storage and float, vectorized where the CPU allows (F16C for
+// fp16); elementwise, so the bits never depend on how a run is split. `stride` is the 16-bit
+// array's step in elements; the float side is contiguous. storage is fp16 or bf16.
+void widen_16bit(Storage storage, const uint16_t* in, int64_t stride, int64_t count, float* out);
+void narrow_16bit(Storage storage, const float* in, int64_t count, uint16_t* out, int64_t stride);
+
+template <typename H>
+inline constexpr bool is_16bit_element = std::is_same_v<H, half_t> || std::is_same_v<H, bfloat16_t>;
+template <typename H>
+inline constexpr Storage storage_of = std::is_same_v<H, half_t> ? Storage::fp16 : Storage::bf16;
+
 // A view of a rows x cols matrix in slow memory, element (r, c) at data[r * row_stride +
 // c * col_stride], or (read-only inputs) a CSR matrix. Only FastMemory reads or writes through it.
 template <typename T>
@@ -258,6 +280,13 @@ class SlowMatrix {
   SlowMatrix() = default;
   SlowMatrix(T* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride = 1)
       : data_(data), rows_(rows), cols_(cols), row_stride_(row_stride), col_stride_(col_stride) {}
+  // A float view of 16-bit elements (half_t or bfloat16_t; Storage above).
+  template <typename H, std::enable_if_t<is_16bit_element<std::remove_const_t<H>> && std::is_same_v<Value, float> &&
+                                             (std::is_const_v<T> || !std::is_const_v<H>),
+                                         int> = 0>
+  SlowMatrix(H* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride = 1)
+      : bits_(reinterpret_cast<Bits*>(data)), storage_(storage_of<std::remove_const_t<H>>), rows_(rows), cols_(cols),
+        row_stride_(row_stride), col_stride_(col_stride) {}
   // A dense row-major rows x cols array.
   static SlowMatrix dense(T* data, int64_t rows, int64_t cols) {
     return SlowMatrix(data, rows, cols, cols, 1);
@@ -276,6 +305,7 @@ class SlowMatrix {
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   bool is_csr() const { return is_csr_; }
+  Storage storage() const { return storage_; }
   // The CSR structure (meaningful when is_csr(); the predictions walk it, they never load it).
   const Csr& csr_matrix() const { return csr_; }
   bool csr_transposed() const { return csr_transposed_; }
@@ -302,7 +332,10 @@ class SlowMatrix {
 
  private:
   friend class FastMemory;
-  T* data_ = nullptr;
+  using Bits = std::conditional_t<std::is_const_v<T>, const uint16_t, uint16_t>;
+  T* data_ = nullptr;     // native storage
+  Bits* bits_ = nullptr;  // 16-bit storage
+  Storage storage_ = Storage::native;
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   int64_t row_stride_ = 0;

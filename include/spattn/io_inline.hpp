@@ -31,6 +31,33 @@ void FastBuffer<T>::release() {
   storage_.reset();
 }
 
+// One 16-bit element as float, and one float rounded to nearest even into 16 bits.
+inline float widen_one(Storage storage, uint16_t bits) {
+  return storage == Storage::bf16 ? to_float(bfloat16_t{bits}) : to_float(half_t{bits});
+}
+inline uint16_t narrow_one(Storage storage, float value) {
+  return storage == Storage::bf16 ? to_bfloat16(value).bits : to_half(value).bits;
+}
+
+// A float view's 16-bit elements [count of them, `stride` apart] into `out` of any type.
+template <typename T>
+void widen_into(Storage storage, const uint16_t* in, int64_t stride, int64_t count, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    widen_16bit(storage, in, stride, count, out);
+  } else {
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(widen_one(storage, in[i * stride]));
+  }
+}
+// `count` words of any type rounded into a float view's 16-bit elements, `stride` apart.
+template <typename T>
+void narrow_from(Storage storage, const T* in, int64_t count, uint16_t* out, int64_t stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    narrow_16bit(storage, in, count, out, stride);
+  } else {
+    for (int64_t i = 0; i < count; ++i) out[i * stride] = narrow_one(storage, static_cast<float>(in[i]));
+  }
+}
+
 [[noreturn]] void throw_capacity_exceeded(const std::string& schedule, const char* what,
                                           int64_t words, int64_t resident, int64_t capacity);
 
@@ -80,13 +107,20 @@ void FastMemory::load_tile(Operand operand, const SlowMatrix<S>& src, int64_t ro
     load_csr(operand, src, row0, col0, rows, cols, out, dst_ld);
     return;
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const S* in = src.data_ + (row0 + r) * src.row_stride_ + col0 * src.col_stride_;
-    T* out_row = out + r * dst_ld;
-    if (src.col_stride_ == 1) {
-      for (int64_t c = 0; c < cols; ++c) out_row[c] = static_cast<T>(in[c]);
-    } else {
-      for (int64_t c = 0; c < cols; ++c) out_row[c] = static_cast<T>(in[c * src.col_stride_]);
+  if (src.storage_ != Storage::native) {
+    for (int64_t r = 0; r < rows; ++r) {
+      widen_into(src.storage_, src.bits_ + (row0 + r) * src.row_stride_ + col0 * src.col_stride_, src.col_stride_,
+                 cols, out + r * dst_ld);
+    }
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      const S* in = src.data_ + (row0 + r) * src.row_stride_ + col0 * src.col_stride_;
+      T* out_row = out + r * dst_ld;
+      if (src.col_stride_ == 1) {
+        for (int64_t c = 0; c < cols; ++c) out_row[c] = static_cast<T>(in[c]);
+      } else {
+        for (int64_t c = 0; c < cols; ++c) out_row[c] = static_cast<T>(in[c * src.col_stride_]);
+      }
     }
   }
   if (counted()) {
@@ -101,7 +135,7 @@ const T* FastMemory::read_tile(Operand operand, const SlowMatrix<S>& src, int64_
                                int64_t rows, int64_t cols, FastBuffer<T>& dst, int64_t dst_offset,
                                int64_t dst_ld, WordKind kind) {
   if constexpr (std::is_same_v<std::remove_const_t<S>, T>) {
-    if (!src.is_csr_ && src.col_stride_ == 1 && src.row_stride_ == dst_ld) {
+    if (!src.is_csr_ && src.storage_ == Storage::native && src.col_stride_ == 1 && src.row_stride_ == dst_ld) {
       assert(row0 >= 0 && col0 >= 0 && rows >= 0 && cols >= 0);
       assert(row0 + rows <= src.rows_ && col0 + cols <= src.cols_);
       assert(rows == 0 || cols == 0 || dst_offset + (rows - 1) * dst_ld + cols <= dst.words());
@@ -123,7 +157,12 @@ inline void FastMemory::load_word(Operand operand, const SlowMatrix<S>& src, int
     return;
   }
   assert(row >= 0 && col >= 0 && row < src.rows_ && col < src.cols_ && dst_offset < dst.words());
-  dst.data()[dst_offset] = static_cast<T>(src.data_[row * src.row_stride_ + col * src.col_stride_]);
+  const int64_t at = row * src.row_stride_ + col * src.col_stride_;
+  if (src.storage_ != Storage::native) {
+    dst.data()[dst_offset] = static_cast<T>(widen_one(src.storage_, src.bits_[at]));
+  } else {
+    dst.data()[dst_offset] = static_cast<T>(src.data_[at]);
+  }
   count_read(operand, kind, 1, 1);
 }
 
@@ -132,9 +171,13 @@ inline void FastMemory::load_run(Operand operand, const SlowMatrix<S>& src, int6
                                  FastBuffer<T>& dst, int64_t dst_offset, WordKind kind) {
   assert(!src.is_csr_ && src.cols_ == 1 && src.row_stride_ == 1);
   assert(begin >= 0 && count >= 0 && begin + count <= src.rows_ && dst_offset + count <= dst.words());
-  const S* in = src.data_ + begin;
   T* out = dst.data() + dst_offset;
-  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i]);
+  if (src.storage_ != Storage::native) {
+    widen_into(src.storage_, src.bits_ + begin, 1, count, out);
+  } else {
+    const S* in = src.data_ + begin;
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i]);
+  }
   if (counted()) count_read(operand, kind, count, segment_lines(begin, count, line_words()));
 }
 
@@ -144,8 +187,12 @@ inline void FastMemory::store_run(Operand operand, const FastBuffer<T>& src, int
   assert(!dst.is_csr_ && dst.cols_ == 1 && dst.row_stride_ == 1);
   assert(begin >= 0 && count >= 0 && begin + count <= dst.rows_ && src_offset + count <= src.words());
   const T* in = src.data() + src_offset;
-  S* out = dst.data_ + begin;
-  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<S>(in[i]);
+  if (dst.storage_ != Storage::native) {
+    narrow_from(dst.storage_, in, count, dst.bits_ + begin, 1);
+  } else {
+    S* out = dst.data_ + begin;
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<S>(in[i]);
+  }
   if (counted()) count_write(operand, kind, count, segment_lines(begin, count, line_words()));
 }
 
@@ -154,7 +201,12 @@ inline void FastMemory::store_word(Operand operand, const FastBuffer<T>& src, in
                                    const SlowMatrix<S>& dst, int64_t row, int64_t col, WordKind kind) {
   assert(row >= 0 && col >= 0 && row < dst.rows_ && col < dst.cols_ && src_offset < src.words());
   assert(!dst.is_csr_);  // CSR views are read-only inputs
-  dst.data_[row * dst.row_stride_ + col * dst.col_stride_] = static_cast<S>(src.data()[src_offset]);
+  const int64_t at = row * dst.row_stride_ + col * dst.col_stride_;
+  if (dst.storage_ != Storage::native) {
+    dst.bits_[at] = narrow_one(dst.storage_, static_cast<float>(src.data()[src_offset]));
+  } else {
+    dst.data_[at] = static_cast<S>(src.data()[src_offset]);
+  }
   count_write(operand, kind, 1, 1);
 }
 
@@ -232,12 +284,14 @@ void FastMemory::store(Operand operand, const FastBuffer<T>& src, int64_t src_of
   assert(!dst.is_csr_);  // CSR views are read-only inputs
   const T* in = src.data() + src_offset;
   for (int64_t r = 0; r < rows; ++r) {
-    S* out = dst.data_ + (row0 + r) * dst.row_stride_ + col0 * dst.col_stride_;
     const T* in_row = in + r * src_ld;
-    if (dst.col_stride_ == 1) {
-      for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<S>(in_row[c]);
+    const int64_t at = (row0 + r) * dst.row_stride_ + col0 * dst.col_stride_;
+    if (dst.storage_ != Storage::native) {
+      narrow_from(dst.storage_, in_row, cols, dst.bits_ + at, dst.col_stride_);
+    } else if (dst.col_stride_ == 1) {
+      for (int64_t c = 0; c < cols; ++c) dst.data_[at + c] = static_cast<S>(in_row[c]);
     } else {
-      for (int64_t c = 0; c < cols; ++c) out[c * dst.col_stride_] = static_cast<S>(in_row[c]);
+      for (int64_t c = 0; c < cols; ++c) dst.data_[at + c * dst.col_stride_] = static_cast<S>(in_row[c]);
     }
   }
   if (counted()) count_write(operand, kind, rows * cols, dst.tile_lines(row0, col0, rows, cols, line_words()));

@@ -44,9 +44,9 @@ void check_line_words(const char* where, int64_t line_words) {
   if (line_words < 1) fail(where, ": line_words = ", line_words, " must be at least 1");
 }
 
-int64_t plan_line_words(const char* where, int64_t requested, const Ledger* ledger) {
-  if (requested < 0) fail(where, ": line_words = ", requested, " must be >= 0 (0: the ledger's, else ", kDefaultLineWords, ")");
-  const int64_t line_words = requested > 0 ? requested : (ledger != nullptr ? ledger->line_words() : kDefaultLineWords);
+int64_t plan_line_words(const char* where, int64_t requested, const Ledger* ledger, int64_t otherwise) {
+  if (requested < 0) fail(where, ": line_words = ", requested, " must be >= 0 (0: the ledger's, else ", otherwise, ")");
+  const int64_t line_words = requested > 0 ? requested : (ledger != nullptr ? ledger->line_words() : otherwise);
   const char* which = requested > 0 ? "line_words" : "the ledger's line_words";
   if (!is_plan_line_words(line_words)) {
     fail(where, ": ", which, " = ", line_words, " must be a power of two from 1 to ", kMaxLineWords);
