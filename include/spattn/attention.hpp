@@ -1,4 +1,5 @@
-// Attention forward and backward on float32 tensors, run by a schedule of the I/O model.
+// Attention forward and backward on float32, float16 or bfloat16 tensors, run by a schedule of
+// the I/O model.
 //
 //   spattn::AttentionOptions options;
 //   options.cache_words = 16384;              // M; 0 = default_cache_words() (4 x L1d, <= L2 / 2)
@@ -16,10 +17,17 @@
 // With any mask other than full, flash is the block-sparse flash schedule and small_cache the
 // density-adaptive one (docs/block_sparse.md, docs/sparse_small_cache.md); all heads run the same
 // algorithm.
+// Element types: q, k, v, o, d_o and the gradients are all float, all half_t or all bfloat16_t
+// (spattn/elements.hpp; one type per call, so mixing them does not compile); lse is float for
+// every type. A 16-bit call converts each tile to float as it loads it and rounds each result to
+// nearest even as it stores it: products and the softmax run in float, and every output is
+// rounded once (docs/api.md, "Element types"). What each schedule keeps in float: its fast
+// buffers, LSE, the backward's D and small_cache's materialized S, P, dP, dS.
 // Validation happens here, once, before any output is written; messages name the argument and
 // the values ("attention_backward: d_o has seqlen 63, q has 64").
 #pragma once
 
+#include <spattn/elements.hpp>
 #include <spattn/io.hpp>
 #include <spattn/mask.hpp>
 #include <spattn/plan.hpp>
@@ -54,8 +62,11 @@ struct AttentionOptions {
   PlanObjective objective = PlanObjective::time;
   // The line size L of the I/O model, in words (spattn/io.hpp): the planner's tiles, auto's choice,
   // the switch search and every prediction are made for lines of L words. 1 is the paper's word
-  // model (one word moves at a time); 16 is a 64-byte line of fp32. A power of two from 1 to
-  // io::kMaxLineWords; 0 = the ledger's line size when `ledger` is set, else io::kDefaultLineWords.
+  // model (one word moves at a time); 16 is a 64-byte line of fp32, 32 one of fp16 / bf16. A word
+  // is one element of what the call stores, and every array of a call is counted in lines of L
+  // of its words (a 16-bit call's float arrays, LSE and the schedules' float scratch, too). A
+  // power of two from 1 to io::kMaxLineWords; 0 = the ledger's line size when `ledger` is set,
+  // else a 64-byte line of the call's elements (io::line_words_of: 16 fp32, 32 fp16 / bf16).
   // A ledger counting lines of another size is refused (its counts would not be the plan's).
   int64_t line_words = 0;
 };
@@ -70,6 +81,7 @@ struct AttentionShape {
   int64_t seqlen_k = 0;
   int64_t head_dim = 0;
   int64_t head_dim_v = 0;  // 0: head_dim
+  ElementType element = ElementType::fp32;  // of q, k, v: picks the default line size
 };
 
 // The plan attention_forward (pass forward) or attention_backward (pass backward) runs for tensors
@@ -95,11 +107,25 @@ int64_t default_cache_words();
 Plan attention_forward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
                        TensorView<float> o, TensorView<float> lse, const HeadMasks& masks = {},
                        const AttentionOptions& options = {});
+Plan attention_forward(TensorView<const half_t> q, TensorView<const half_t> k, TensorView<const half_t> v,
+                       TensorView<half_t> o, TensorView<float> lse, const HeadMasks& masks = {},
+                       const AttentionOptions& options = {});
+Plan attention_forward(TensorView<const bfloat16_t> q, TensorView<const bfloat16_t> k,
+                       TensorView<const bfloat16_t> v, TensorView<bfloat16_t> o, TensorView<float> lse,
+                       const HeadMasks& masks = {}, const AttentionOptions& options = {});
 
 // dq, dk, dv take the shapes of q, k, v. o and lse are the forward's outputs.
 Plan attention_backward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
                         TensorView<const float> o, TensorView<const float> lse, TensorView<const float> d_o,
                         TensorView<float> dq, TensorView<float> dk, TensorView<float> dv,
                         const HeadMasks& masks = {}, const AttentionOptions& options = {});
+Plan attention_backward(TensorView<const half_t> q, TensorView<const half_t> k, TensorView<const half_t> v,
+                        TensorView<const half_t> o, TensorView<const float> lse, TensorView<const half_t> d_o,
+                        TensorView<half_t> dq, TensorView<half_t> dk, TensorView<half_t> dv,
+                        const HeadMasks& masks = {}, const AttentionOptions& options = {});
+Plan attention_backward(TensorView<const bfloat16_t> q, TensorView<const bfloat16_t> k,
+                        TensorView<const bfloat16_t> v, TensorView<const bfloat16_t> o, TensorView<const float> lse,
+                        TensorView<const bfloat16_t> d_o, TensorView<bfloat16_t> dq, TensorView<bfloat16_t> dk,
+                        TensorView<bfloat16_t> dv, const HeadMasks& masks = {}, const AttentionOptions& options = {});
 
 }  // namespace spattn

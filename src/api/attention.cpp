@@ -2,7 +2,8 @@
 // (plan/planner.hpp; plan_attention previews the same), then run each group of the plan's heads
 // on a team of workers (head_runner.hpp). Grouped-query attention points every query head's K, V
 // at its kv head; in the backward, each query head's dK, dV is computed apart and the group's
-// are added up afterwards (kv_reduction.hpp).
+// are added up afterwards (kv_reduction.hpp). float, half_t and bfloat16_t calls run the same
+// code: the schedules see float views of any element type (head_views.hpp).
 #include <spattn/attention.hpp>
 
 #include "api/checks.hpp"
@@ -24,18 +25,21 @@ using namespace api_detail;
 using io::SlowMatrix;
 
 // Query heads per kv head (grouped-query attention; 1 for multi-head attention).
-int64_t group_size(const TensorView<const float>& q, const TensorView<const float>& k) {
+template <typename T>
+int64_t group_size(const TensorView<const T>& q, const TensorView<const T>& k) {
   return k.heads() > 0 ? std::max<int64_t>(q.heads() / k.heads(), 1) : 1;
 }
 
 // The one place a call is planned: attention_forward / attention_backward and plan_attention.
 Plan plan_call(const bounds::DenseShape& shape, const plan_detail::CallHeads& heads, const std::vector<Mask>& masks,
-               Pass pass, const char* where, const AttentionOptions& options) {
+               Pass pass, ElementType element, const char* where, const AttentionOptions& options) {
   return plan_detail::plan_dense_inputs(shape, masks, heads, resolve_cache(where, options),
-                                        resolve_line_words(where, options), pass, options.algorithm, options.objective);
+                                        resolve_line_words(where, options, element), pass, options.algorithm,
+                                        options.objective);
 }
 
-plan_detail::CallHeads call_heads(const TensorView<const float>& q, const TensorView<const float>& k) {
+template <typename T>
+plan_detail::CallHeads call_heads(const TensorView<const T>& q, const TensorView<const T>& k) {
   return {q.batch(), q.heads(), k.heads()};
 }
 
@@ -51,11 +55,9 @@ void run_groups(const Plan& plan, int64_t batch, int threads, io::Ledger* ledger
   }
 }
 
-}  // namespace
-
-Plan attention_forward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
-                       TensorView<float> o, TensorView<float> lse, const HeadMasks& given,
-                       const AttentionOptions& options) {
+template <typename T>
+Plan forward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v, TensorView<T> o,
+             TensorView<float> lse, const HeadMasks& given, const AttentionOptions& options) {
   const char* where = "attention_forward";
   const bounds::DenseShape shape = check_qkv(where, q, k, v);
   check_per_query(where, "o", o, q);
@@ -66,7 +68,7 @@ Plan attention_forward(TensorView<const float> q, TensorView<const float> k, Ten
   check_finite_inputs(where, q, k, v);
   const double scale = resolve_scale(where, options, q.head_dim());
   const int threads = resolve_threads(where, options.threads);
-  const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::forward, where, options);
+  const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::forward, element_type_of<T>(), where, options);
 
   if (options.algorithm == Algorithm::reference) {
     reference_forward(q, k, v, o, lse, masks, scale);
@@ -80,13 +82,13 @@ Plan attention_forward(TensorView<const float> q, TensorView<const float> k, Ten
   return plan;
 }
 
-Plan attention_backward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
-                        TensorView<const float> o, TensorView<const float> lse, TensorView<const float> d_o,
-                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, const HeadMasks& given,
-                        const AttentionOptions& options) {
+template <typename T>
+Plan backward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v, TensorView<const T> o,
+              TensorView<const float> lse, TensorView<const T> d_o, TensorView<T> dq, TensorView<T> dk,
+              TensorView<T> dv, const HeadMasks& given, const AttentionOptions& options) {
   const char* where = "attention_backward";
   const bounds::DenseShape shape = check_qkv(where, q, k, v);
-  for (const auto& [name, t] : {std::pair<const char*, TensorView<const float>>{"o", o}, {"d_o", d_o}}) {
+  for (const auto& [name, t] : {std::pair<const char*, TensorView<const T>>{"o", o}, {"d_o", d_o}}) {
     check_per_query(where, name, t, q);
     check_value_dim(where, name, t.head_dim(), v);
   }
@@ -101,14 +103,14 @@ Plan attention_backward(TensorView<const float> q, TensorView<const float> k, Te
   check_finite_backward(where, o, lse, d_o);
   const double scale = resolve_scale(where, options, q.head_dim());
   const int threads = resolve_threads(where, options.threads);
-  const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::backward, where, options);
+  const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::backward, element_type_of<T>(), where, options);
 
   if (options.algorithm == Algorithm::reference) {
     reference_backward(q, k, v, d_o, dq, dk, dv, masks, scale);
     return plan;
   }
   const int64_t group = group_size(q, k);
-  KvGradientSlots gradients(dk, dv, q.heads(), group);
+  KvGradientSlots<T> gradients(dk, dv, q.heads(), group);
   const std::vector<KvSum> sums = gradients.sums();
   // Slow-memory scratch for D, one column per head (the heads run at the same time).
   std::vector<float> delta(static_cast<size_t>(q.batch() * q.heads() * q.seqlen()));
@@ -123,11 +125,48 @@ Plan attention_backward(TensorView<const float> q, TensorView<const float> k, Te
   return plan;
 }
 
+}  // namespace
+
+Plan attention_forward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
+                       TensorView<float> o, TensorView<float> lse, const HeadMasks& masks,
+                       const AttentionOptions& options) {
+  return forward(q, k, v, o, lse, masks, options);
+}
+Plan attention_forward(TensorView<const half_t> q, TensorView<const half_t> k, TensorView<const half_t> v,
+                       TensorView<half_t> o, TensorView<float> lse, const HeadMasks& masks,
+                       const AttentionOptions& options) {
+  return forward(q, k, v, o, lse, masks, options);
+}
+Plan attention_forward(TensorView<const bfloat16_t> q, TensorView<const bfloat16_t> k,
+                       TensorView<const bfloat16_t> v, TensorView<bfloat16_t> o, TensorView<float> lse,
+                       const HeadMasks& masks, const AttentionOptions& options) {
+  return forward(q, k, v, o, lse, masks, options);
+}
+
+Plan attention_backward(TensorView<const float> q, TensorView<const float> k, TensorView<const float> v,
+                        TensorView<const float> o, TensorView<const float> lse, TensorView<const float> d_o,
+                        TensorView<float> dq, TensorView<float> dk, TensorView<float> dv, const HeadMasks& masks,
+                        const AttentionOptions& options) {
+  return backward(q, k, v, o, lse, d_o, dq, dk, dv, masks, options);
+}
+Plan attention_backward(TensorView<const half_t> q, TensorView<const half_t> k, TensorView<const half_t> v,
+                        TensorView<const half_t> o, TensorView<const float> lse, TensorView<const half_t> d_o,
+                        TensorView<half_t> dq, TensorView<half_t> dk, TensorView<half_t> dv, const HeadMasks& masks,
+                        const AttentionOptions& options) {
+  return backward(q, k, v, o, lse, d_o, dq, dk, dv, masks, options);
+}
+Plan attention_backward(TensorView<const bfloat16_t> q, TensorView<const bfloat16_t> k,
+                        TensorView<const bfloat16_t> v, TensorView<const bfloat16_t> o, TensorView<const float> lse,
+                        TensorView<const bfloat16_t> d_o, TensorView<bfloat16_t> dq, TensorView<bfloat16_t> dk,
+                        TensorView<bfloat16_t> dv, const HeadMasks& masks, const AttentionOptions& options) {
+  return backward(q, k, v, o, lse, d_o, dq, dk, dv, masks, options);
+}
+
 Plan plan_attention(const AttentionShape& call, const HeadMasks& given, Pass pass, const AttentionOptions& options) {
   const char* where = "plan_attention";
   const bounds::DenseShape shape = check_shape(where, call);
   const std::vector<Mask> masks = check_masks(where, given, call.heads, call.seqlen_q, call.seqlen_k);
-  return plan_call(shape, {call.batch, call.heads, call.kv_heads}, masks, pass, where, options);
+  return plan_call(shape, {call.batch, call.heads, call.kv_heads}, masks, pass, call.element, where, options);
 }
 
 }  // namespace spattn

@@ -1,8 +1,6 @@
 // The argument checks of the attention entry points (checks.hpp).
 #include "api/checks.hpp"
 
-#include "reference/finite_values.hpp"
-
 #include <spattn/error.hpp>
 
 #include <algorithm>
@@ -13,89 +11,6 @@
 #include <utility>
 
 namespace spattn::api_detail {
-
-namespace {
-
-template <typename T>
-void check_rank4(const char* where, const char* name, const TensorView<T>& t) {
-  for (int i = 0; i < 4; ++i) {
-    if (t.shape[static_cast<size_t>(i)] < 0) {
-      fail(where, ": ", name, " has a negative extent ", t.shape[static_cast<size_t>(i)], " in dimension ", i);
-    }
-  }
-  if (t.data == nullptr && t.numel() > 0) fail(where, ": ", name, " has no data but ", t.numel(), " elements");
-}
-
-template <typename A, typename B>
-void check_same(const char* where, const char* what, const char* a_name, const TensorView<A>& a,
-                int a_dim, const char* b_name, const TensorView<B>& b, int b_dim) {
-  const int64_t x = a.shape[static_cast<size_t>(a_dim)];
-  const int64_t y = b.shape[static_cast<size_t>(b_dim)];
-  if (x != y) fail(where, ": ", a_name, " has ", what, " ", x, ", ", b_name, " has ", y);
-}
-
-template <typename T>
-void per_query(const char* where, const char* name, const TensorView<T>& t, const TensorView<const float>& q) {
-  check_rank4(where, name, t);
-  check_same(where, "batch", name, t, 0, "q", q, 0);
-  check_same(where, "heads", name, t, 1, "q", q, 1);
-  check_same(where, "seqlen", name, t, 2, "q", q, 2);
-}
-
-template <typename T>
-void lse_shape(const char* where, const TensorView<T>& lse, const TensorView<const float>& q) {
-  per_query(where, "lse", lse, q);
-  if (lse.head_dim() != 1) fail(where, ": lse must have last extent 1, has ", lse.head_dim());
-}
-
-}  // namespace
-
-bounds::DenseShape check_qkv(const char* where, const TensorView<const float>& q,
-                             const TensorView<const float>& k, const TensorView<const float>& v) {
-  check_rank4(where, "q", q);
-  check_rank4(where, "k", k);
-  check_rank4(where, "v", v);
-  check_same(where, "batch", "k", k, 0, "q", q, 0);
-  check_same(where, "batch", "v", v, 0, "q", q, 0);
-  check_same(where, "heads", "v", v, 1, "k", k, 1);
-  check_same(where, "head_dim", "k", k, 3, "q", q, 3);
-  check_same(where, "seqlen", "v", v, 2, "k", k, 2);
-  if (k.heads() == 0 ? q.heads() != 0 : q.heads() % k.heads() != 0) {
-    fail(where, ": q has ", q.heads(), " heads, not a multiple of k's ", k.heads(), " heads");
-  }
-  return {q.seqlen(), k.seqlen(), q.head_dim(), v.head_dim()};
-}
-
-void check_per_query(const char* where, const char* name, const TensorView<const float>& t,
-                     const TensorView<const float>& q) {
-  per_query(where, name, t, q);
-}
-void check_per_query(const char* where, const char* name, const TensorView<float>& t,
-                     const TensorView<const float>& q) {
-  per_query(where, name, t, q);
-}
-
-void check_value_dim(const char* where, const char* name, int64_t head_dim, const TensorView<const float>& v) {
-  if (head_dim != v.head_dim()) fail(where, ": ", name, " has head_dim ", head_dim, ", v has ", v.head_dim());
-}
-
-void check_lse(const char* where, const TensorView<const float>& lse, const TensorView<const float>& q) {
-  lse_shape(where, lse, q);
-}
-void check_lse(const char* where, const TensorView<float>& lse, const TensorView<const float>& q) {
-  lse_shape(where, lse, q);
-}
-
-void check_gradient(const char* where, const char* name, const TensorView<float>& grad,
-                    const TensorView<const float>& input) {
-  check_rank4(where, name, grad);
-  for (int dim = 0; dim < 4; ++dim) {
-    if (grad.shape[static_cast<size_t>(dim)] != input.shape[static_cast<size_t>(dim)]) {
-      fail(where, ": ", name, " has extent ", grad.shape[static_cast<size_t>(dim)], " in dimension ", dim,
-           ", its input has ", input.shape[static_cast<size_t>(dim)]);
-    }
-  }
-}
 
 std::vector<Mask> check_masks(const char* where, const HeadMasks& given, int64_t heads, int64_t seqlen_q,
                               int64_t seqlen_k) {
@@ -123,20 +38,6 @@ bounds::DenseShape check_shape(const char* where, const AttentionShape& shape) {
     fail(where, ": q has ", shape.heads, " heads, not a multiple of k's ", shape.kv_heads, " heads");
   }
   return {shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v > 0 ? shape.head_dim_v : shape.head_dim};
-}
-
-void check_finite_inputs(const char* where, const TensorView<const float>& q, const TensorView<const float>& k,
-                         const TensorView<const float>& v) {
-  reference::check_finite(where, "q", q);
-  reference::check_finite(where, "k", k);
-  reference::check_finite(where, "v", v);
-}
-
-void check_finite_backward(const char* where, const TensorView<const float>& o, const TensorView<const float>& lse,
-                           const TensorView<const float>& d_o) {
-  reference::check_finite(where, "o", o);
-  reference::check_finite(where, "lse", lse, /*minus_infinity_allowed=*/true);
-  reference::check_finite(where, "d_o", d_o);
 }
 
 namespace {
@@ -208,8 +109,8 @@ int64_t resolve_cache(const char* where, const AttentionOptions& options) {
   return options.cache_words == 0 ? default_cache_words() : options.cache_words;
 }
 
-int64_t resolve_line_words(const char* where, const AttentionOptions& options) {
-  return io::plan_line_words(where, options.line_words, options.ledger);
+int64_t resolve_line_words(const char* where, const AttentionOptions& options, ElementType element) {
+  return io::plan_line_words(where, options.line_words, options.ledger, io::line_words_of(element));
 }
 
 int resolve_threads(const char* where, int requested) {

@@ -3,33 +3,95 @@
 // They run before anything is planned or written.
 #pragma once
 
+#include "reference/finite_values.hpp"
+
 #include <spattn/attention.hpp>
 #include <spattn/bounds.hpp>
+#include <spattn/error.hpp>
 
 #include <array>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace spattn::api_detail {
 
+// The tensor checks take views of any element type (float, half_t, bfloat16_t; the templates
+// below); lse is float whatever the others are.
+
+// Every extent >= 0, and data unless there are no elements.
+template <typename T>
+void check_rank4(const char* where, const char* name, const TensorView<T>& t) {
+  for (int i = 0; i < 4; ++i) {
+    if (t.shape[static_cast<size_t>(i)] < 0) {
+      fail(where, ": ", name, " has a negative extent ", t.shape[static_cast<size_t>(i)], " in dimension ", i);
+    }
+  }
+  if (t.data == nullptr && t.numel() > 0) fail(where, ": ", name, " has no data but ", t.numel(), " elements");
+}
+
+// a's extent a_dim equals b's extent b_dim ("<a> has <what> x, <b> has y").
+template <typename A, typename B>
+void check_same(const char* where, const char* what, const char* a_name, const TensorView<A>& a, int a_dim,
+                const char* b_name, const TensorView<B>& b, int b_dim) {
+  const int64_t x = a.shape[static_cast<size_t>(a_dim)];
+  const int64_t y = b.shape[static_cast<size_t>(b_dim)];
+  if (x != y) fail(where, ": ", a_name, " has ", what, " ", x, ", ", b_name, " has ", y);
+}
+
 // The q, k, v checks shared by both passes (heads a multiple of k's heads: grouped-query
 // attention); returns the per-head shape.
-bounds::DenseShape check_qkv(const char* where, const TensorView<const float>& q,
-                             const TensorView<const float>& k, const TensorView<const float>& v);
+template <typename T>
+bounds::DenseShape check_qkv(const char* where, const TensorView<const T>& q, const TensorView<const T>& k,
+                             const TensorView<const T>& v) {
+  check_rank4(where, "q", q);
+  check_rank4(where, "k", k);
+  check_rank4(where, "v", v);
+  check_same(where, "batch", "k", k, 0, "q", q, 0);
+  check_same(where, "batch", "v", v, 0, "q", q, 0);
+  check_same(where, "heads", "v", v, 1, "k", k, 1);
+  check_same(where, "head_dim", "k", k, 3, "q", q, 3);
+  check_same(where, "seqlen", "v", v, 2, "k", k, 2);
+  if (k.heads() == 0 ? q.heads() != 0 : q.heads() % k.heads() != 0) {
+    fail(where, ": q has ", q.heads(), " heads, not a multiple of k's ", k.heads(), " heads");
+  }
+  return {q.seqlen(), k.seqlen(), q.head_dim(), v.head_dim()};
+}
 
 // `t` is rank 4 with q's batch, heads and seqlen (the outputs and the per-query inputs).
-void check_per_query(const char* where, const char* name, const TensorView<const float>& t,
-                     const TensorView<const float>& q);
-void check_per_query(const char* where, const char* name, const TensorView<float>& t,
-                     const TensorView<const float>& q);
-// `t`'s head_dim equals v's (o and d_o).
-void check_value_dim(const char* where, const char* name, int64_t head_dim, const TensorView<const float>& v);
+template <typename T, typename Q>
+void check_per_query(const char* where, const char* name, const TensorView<T>& t, const TensorView<Q>& q) {
+  check_rank4(where, name, t);
+  check_same(where, "batch", name, t, 0, "q", q, 0);
+  check_same(where, "heads", name, t, 1, "q", q, 1);
+  check_same(where, "seqlen", name, t, 2, "q", q, 2);
+}
+
+// `name`'s head_dim equals v's (o and d_o).
+template <typename V>
+void check_value_dim(const char* where, const char* name, int64_t head_dim, const TensorView<V>& v) {
+  if (head_dim != v.head_dim()) fail(where, ": ", name, " has head_dim ", head_dim, ", v has ", v.head_dim());
+}
+
 // lse has q's batch, heads and seqlen and a last extent of 1.
-void check_lse(const char* where, const TensorView<const float>& lse, const TensorView<const float>& q);
-void check_lse(const char* where, const TensorView<float>& lse, const TensorView<const float>& q);
+template <typename L, typename Q>
+void check_lse(const char* where, const TensorView<L>& lse, const TensorView<Q>& q) {
+  static_assert(std::is_same_v<std::remove_const_t<L>, float>, "lse is float for every element type");
+  check_per_query(where, "lse", lse, q);
+  if (lse.head_dim() != 1) fail(where, ": lse must have last extent 1, has ", lse.head_dim());
+}
+
 // A gradient has exactly the shape of its input.
-void check_gradient(const char* where, const char* name, const TensorView<float>& grad,
-                    const TensorView<const float>& input);
+template <typename T>
+void check_gradient(const char* where, const char* name, const TensorView<T>& grad, const TensorView<const T>& input) {
+  check_rank4(where, name, grad);
+  for (int dim = 0; dim < 4; ++dim) {
+    if (grad.shape[static_cast<size_t>(dim)] != input.shape[static_cast<size_t>(dim)]) {
+      fail(where, ": ", name, " has extent ", grad.shape[static_cast<size_t>(dim)], " in dimension ", dim,
+           ", its input has ", input.shape[static_cast<size_t>(dim)]);
+    }
+  }
+}
 
 // The call's masks (HeadMasks::resolve): one for all heads (named "mask") or one per query head
 // (named "masks[h]", as many as q's heads), each seqlen_q x seqlen_k.
@@ -42,10 +104,20 @@ bounds::DenseShape check_shape(const char* where, const AttentionShape& shape);
 
 // The non-finite policy (reference/finite_values.hpp): q, k, v (and o, d_o, lse in the backward)
 // hold no NaN or infinity; lse may hold -inf (a row that attends nothing).
-void check_finite_inputs(const char* where, const TensorView<const float>& q, const TensorView<const float>& k,
-                         const TensorView<const float>& v);
-void check_finite_backward(const char* where, const TensorView<const float>& o, const TensorView<const float>& lse,
-                           const TensorView<const float>& d_o);
+template <typename T>
+void check_finite_inputs(const char* where, const TensorView<const T>& q, const TensorView<const T>& k,
+                         const TensorView<const T>& v) {
+  reference::check_finite(where, "q", q);
+  reference::check_finite(where, "k", k);
+  reference::check_finite(where, "v", v);
+}
+template <typename T>
+void check_finite_backward(const char* where, const TensorView<const T>& o, const TensorView<const float>& lse,
+                           const TensorView<const T>& d_o) {
+  reference::check_finite(where, "o", o);
+  reference::check_finite(where, "lse", lse, /*minus_infinity_allowed=*/true);
+  reference::check_finite(where, "d_o", d_o);
+}
 
 // Outputs must not share memory with themselves (strides that map two elements to one address),
 // with each other or with an input: a call would otherwise read what it already overwrote. A view
@@ -66,8 +138,9 @@ void check_outputs_apart(const char* where, const std::vector<NamedView>& output
 
 double resolve_scale(const char* where, const AttentionOptions& options, int64_t head_dim);
 int64_t resolve_cache(const char* where, const AttentionOptions& options);
-// options.line_words resolved (io::plan_line_words: 0 takes the ledger's, else 16).
-int64_t resolve_line_words(const char* where, const AttentionOptions& options);
+// options.line_words resolved (io::plan_line_words: 0 takes the ledger's, else a 64-byte line of
+// `element`s: 16 fp32, 32 fp16 / bf16).
+int64_t resolve_line_words(const char* where, const AttentionOptions& options, ElementType element);
 
 // The thread count options.threads stands for: itself when positive, else
 // std::thread::hardware_concurrency() (at least 1). Throws InvalidArgument (naming `where`)

@@ -21,22 +21,24 @@ int64_t tiles_of(const KvSum& sum, const detail::KvSumTile& tile) {
 
 }  // namespace
 
-KvGradientSlots::KvGradientSlots(const TensorView<float>& dk, const TensorView<float>& dv, int64_t heads,
-                                 int64_t group)
-    : dk_(dk), dv_(dv), group_(group), extra_(heads - heads / group) {
-  const auto slots = static_cast<size_t>(dk.batch() * extra_);
+template <typename T>
+KvGradientSlots<T>::KvGradientSlots(const TensorView<T>& dk, const TensorView<T>& dv, int64_t heads, int64_t group)
+    : dk_(dk), dv_(dv), group_(group),
+      scratch_heads_(group == 1 ? 0 : kFirstInPlace ? heads - heads / group : heads) {
+  const auto slots = static_cast<size_t>(dk.batch() * scratch_heads_);
   dk_scratch_.resize(slots * static_cast<size_t>(dk.seqlen() * dk.head_dim()));
   dv_scratch_.resize(slots * static_cast<size_t>(dv.seqlen() * dv.head_dim()));
 }
 
-std::vector<KvSum> KvGradientSlots::sums() {
+template <typename T>
+std::vector<KvSum> KvGradientSlots<T>::sums() {
   std::vector<KvSum> list;
   if (group_ == 1) return list;
   for (int64_t b = 0; b < dk_.batch(); ++b) {
     for (int64_t g = 0; g < dk_.heads(); ++g) {
       KvSum dk_sum{io::Operand::dk, head_matrix(dk_, b, g), {}};
       KvSum dv_sum{io::Operand::dv, head_matrix(dv_, b, g), {}};
-      for (int64_t h = g * group_ + 1; h < (g + 1) * group_; ++h) {
+      for (int64_t h = g * group_; h < (g + 1) * group_; ++h) {
         dk_sum.parts.push_back(dk(b, h));
         dv_sum.parts.push_back(dv(b, h));
       }
@@ -47,13 +49,20 @@ std::vector<KvSum> KvGradientSlots::sums() {
   return list;
 }
 
-io::SlowMatrix<float> KvGradientSlots::slot(const TensorView<float>& out, std::vector<float>& scratch, int64_t b,
-                                            int64_t h) {
-  if (h % group_ == 0) return head_matrix(out, b, h / group_);
-  const int64_t index = b * extra_ + (h / group_) * (group_ - 1) + h % group_ - 1;
+template <typename T>
+io::SlowMatrix<float> KvGradientSlots<T>::slot(const TensorView<T>& out, std::vector<float>& scratch, int64_t b,
+                                               int64_t h) {
+  if (in_place(h)) return head_matrix(out, b, h / group_);
+  // Scratch heads in (batch, head) order, the in-place heads left out.
+  const int64_t per_group = kFirstInPlace ? group_ - 1 : group_;
+  const int64_t index = b * scratch_heads_ + (h / group_) * per_group + h % group_ - (kFirstInPlace ? 1 : 0);
   const int64_t size = out.seqlen() * out.head_dim();
   return io::SlowMatrix<float>::dense(scratch.data() + index * size, out.seqlen(), out.head_dim());
 }
+
+template class KvGradientSlots<float>;
+template class KvGradientSlots<half_t>;
+template class KvGradientSlots<bfloat16_t>;
 
 void sum_kv_gradients(const std::vector<KvSum>& sums, const Plan& plan, int threads, io::Ledger* ledger) {
   const int64_t cache_words = plan.cache_words;
@@ -90,9 +99,9 @@ void sum_kv_gradients(const std::vector<KvSum>& sums, const Plan& plan, int thre
       const int64_t r0 = (index / col_tiles) * tile.rows, c0 = (index % col_tiles) * tile.cols;
       const int64_t tile_rows = std::min(tile.rows, rows - r0), tile_cols = std::min(tile.cols, cols - c0);
       const int64_t count = tile_rows * tile_cols;
-      fast.load(sum.operand, sum.dst, r0, c0, tile_rows, tile_cols, total, 0, tile_cols);
-      for (const auto& source : sum.parts) {
-        fast.load(sum.operand, source, r0, c0, tile_rows, tile_cols, part, 0, tile_cols);
+      fast.load(sum.operand, sum.parts.front(), r0, c0, tile_rows, tile_cols, total, 0, tile_cols);
+      for (size_t p = 1; p < sum.parts.size(); ++p) {
+        fast.load(sum.operand, sum.parts[p], r0, c0, tile_rows, tile_cols, part, 0, tile_cols);
         for (int64_t i = 0; i < count; ++i) total[i] += part[i];
       }
       fast.store(sum.operand, total, 0, tile_cols, sum.dst, r0, c0, tile_rows, tile_cols);

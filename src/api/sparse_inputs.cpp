@@ -224,7 +224,7 @@ Plan attention_forward(const MultiHeadInputs& inputs, TensorView<float> o, Tenso
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = api_detail::resolve_threads(where, options.threads);
   const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words,
-                                                 api_detail::resolve_line_words(where, options), Pass::forward,
+                                                 api_detail::resolve_line_words(where, options, ElementType::fp32), Pass::forward,
                                                  options.algorithm);
 
   if (options.algorithm == Algorithm::reference) {
@@ -261,7 +261,7 @@ Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o
   const int64_t cache_words = api_detail::resolve_cache(where, options);
   const int threads = api_detail::resolve_threads(where, options.threads);
   const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words,
-                                                 api_detail::resolve_line_words(where, options), Pass::backward,
+                                                 api_detail::resolve_line_words(where, options, ElementType::fp32), Pass::backward,
                                                  options.algorithm);
 
   if (options.algorithm == Algorithm::reference) {
@@ -269,7 +269,7 @@ Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o
     return plan;
   }
   // Grouped-query attention: each query head's dK, dV apart, the group's added up afterwards.
-  api_detail::KvGradientSlots gradients(dk, dv, heads, heads / kv_heads);
+  api_detail::KvGradientSlots<float> gradients(dk, dv, heads, heads / kv_heads);
   const std::vector<api_detail::KvSum> sums = gradients.sums();
   std::vector<float> delta(static_cast<size_t>(batch * heads * m));  // slow-memory scratch for D, per head
   const auto problem = [&](int64_t b, int64_t h, const AttentionInputs& head) {
@@ -289,7 +289,7 @@ Plan plan_attention(const MultiHeadInputs& inputs, const HeadMasks& given, Pass 
   const bounds::DenseShape shape = check_inputs(where, inputs);
   const std::vector<Mask> masks = check_masks(where, given, inputs, shape);
   return plan_detail::plan_csr_inputs(shape, inputs, masks, api_detail::resolve_cache(where, options),
-                                      api_detail::resolve_line_words(where, options), pass, options.algorithm);
+                                      api_detail::resolve_line_words(where, options, ElementType::fp32), pass, options.algorithm);
 }
 
 }  // namespace spattn
