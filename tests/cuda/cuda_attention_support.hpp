@@ -1,10 +1,11 @@
 // Shared by the CUDA attention tests (cuda_attention_test.cpp: fp32, cuda_half_precision_test.cpp:
-// fp16 / bf16): random problems, the fp64 truth from spattn::reference, a device run of forward then
-// backward with NaN-filled outputs, and attention computed naively in 16-bit precision.
+// fp16 / bf16): a device run of forward then backward with NaN-filled outputs, over the problems,
+// fp64 truth and naive 16-bit attention of support/half_precision.hpp.
 #pragma once
 
 #include "cuda_support.hpp"
 #include "support/compare.hpp"
+#include "support/half_precision.hpp"
 
 #include <spattn/cuda.hpp>
 #include <spattn/reference.hpp>
@@ -22,6 +23,8 @@
 
 namespace spattn::testing::cuda_attention {
 
+using namespace spattn::testing::half_precision;
+
 using spattn::Mask;
 using spattn::TensorView;
 using spattn::cuda::bfloat16_t;
@@ -38,97 +41,11 @@ class CudaAttention : public ::testing::Test {
   }
 };
 
-struct Problem {
-  int64_t batch = 1, heads = 2, kv_heads = 2, n_q = 0, n_k = 0, d = 0, e = 0;
-  std::vector<float> q, k, v, d_o;
-  int64_t q_numel() const { return batch * heads * n_q * d; }
-  int64_t k_numel() const { return batch * kv_heads * n_k * d; }
-  int64_t v_numel() const { return batch * kv_heads * n_k * e; }
-  int64_t o_numel() const { return batch * heads * n_q * e; }
-};
-
-inline Problem make_problem(int64_t batch, int64_t heads, int64_t kv_heads, int64_t n_q, int64_t n_k, int64_t d,
-                     int64_t e, uint64_t seed) {
-  Problem p{batch, heads, kv_heads, n_q, n_k, d, e, {}, {}, {}, {}};
-  std::mt19937_64 engine(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  auto fill = [&](int64_t count, float amplitude) {
-    std::vector<float> values(static_cast<size_t>(count));
-    for (float& value : values) value = amplitude * uniform(engine);
-    return values;
-  };
-  p.q = fill(p.q_numel(), 2.0f);
-  p.k = fill(p.k_numel(), 2.0f);
-  p.v = fill(p.v_numel(), 1.0f);
-  p.d_o = fill(p.o_numel(), 1.0f);
-  return p;
-}
-
-// The values a T tensor holds (inputs rounded to T).
-template <typename T>
-inline float round_to(float x) {
-  return spattn::cuda::to_float(spattn::cuda::from_float<T>(x));
-}
-template <typename T>
-std::vector<float> rounded(const std::vector<float>& values) {
-  std::vector<float> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = round_to<T>(values[i]);
-  return out;
-}
-template <typename T>
-inline Problem rounded(const Problem& p) {
-  Problem r = p;
-  r.q = rounded<T>(p.q);
-  r.k = rounded<T>(p.k);
-  r.v = rounded<T>(p.v);
-  r.d_o = rounded<T>(p.d_o);
-  return r;
-}
-
-// ---- fp64 truth ---------------------------------------------------------------------------
-
-struct Truth {
-  spattn::reference::ForwardResult fwd;
-  spattn::reference::BackwardResult bwd;
-};
-
-inline Truth truth(const Problem& p, const std::vector<Mask>& masks, double scale) {
-  const std::vector<double> q(p.q.begin(), p.q.end()), k(p.k.begin(), p.k.end());
-  const std::vector<double> v(p.v.begin(), p.v.end()), d_o(p.d_o.begin(), p.d_o.end());
-  using V = TensorView<const double>;
-  const V qv = V::contiguous(q.data(), p.batch, p.heads, p.n_q, p.d);
-  const V kv = V::contiguous(k.data(), p.batch, p.kv_heads, p.n_k, p.d);
-  const V vv = V::contiguous(v.data(), p.batch, p.kv_heads, p.n_k, p.e);
-  const V dov = V::contiguous(d_o.data(), p.batch, p.heads, p.n_q, p.e);
-  spattn::reference::MaskList<int64_t> list;
-  for (const Mask& mask : masks) list.push_back(mask.csr());
-  return {spattn::reference::forward(qv, kv, vv, list, scale),
-          spattn::reference::backward(qv, kv, vv, dov, list, scale)};
-}
-
 // ---- the device run -------------------------------------------------------------------------
 
-struct DeviceOut {
-  std::vector<float> o, lse, dq, dk, dv;
+struct DeviceOut : Outputs {
   spattn::cuda::DeviceRun forward_run, backward_run;  // what ran
 };
-
-template <typename T>
-std::vector<T> to_elements(const std::vector<float>& values) {
-  std::vector<T> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = spattn::cuda::from_float<T>(values[i]);
-  return out;
-}
-template <typename T>
-std::vector<float> to_floats(const std::vector<T>& values) {
-  std::vector<float> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = spattn::cuda::to_float(values[i]);
-  return out;
-}
-template <typename T>
-std::vector<T> nan_filled(int64_t count) {
-  return to_elements<T>(std::vector<float>(static_cast<size_t>(count), std::numeric_limits<float>::quiet_NaN()));
-}
 
 // Forward, then backward from the device's own O and LSE (as a training step runs). Outputs start
 // as NaN so that an element no kernel writes shows up. `layout_bshd`: the tensors live as
@@ -189,8 +106,6 @@ DeviceOut run_device(const Problem& p, const std::vector<Mask>& masks, const spa
   return out;
 }
 
-inline double scale_of(const Problem& p) { return 1.0 / std::sqrt(static_cast<double>(p.d)); }
-
 inline spattn::cuda::Options options_for(CudaAlgorithm algorithm, int64_t smem_bytes = 0) {
   spattn::cuda::Options options;
   options.algorithm = algorithm;
@@ -218,73 +133,6 @@ inline std::vector<CudaAlgorithm> algorithms() {
 inline bool tested(CudaAlgorithm algorithm) {
   const auto all = algorithms();
   return std::find(all.begin(), all.end(), algorithm) != all.end();
-}
-
-
-// ---- 16-bit inputs ---------------------------------------------------------------------------
-
-// Attention computed naively in precision T: every product, sum, exp, log and division rounded to
-// T as it happens, sums in index order (what a kernel without fp32 accumulation would do).
-template <typename T>
-DeviceOut naive(const Problem& p, const std::vector<Mask>& masks, float scale) {
-  auto r = [](float x) { return round_to<T>(x); };
-  DeviceOut out;
-  out.o.assign(static_cast<size_t>(p.o_numel()), 0.0f);
-  out.lse.assign(static_cast<size_t>(p.batch * p.heads * p.n_q), 0.0f);
-  out.dq.assign(static_cast<size_t>(p.q_numel()), 0.0f);
-  out.dk.assign(static_cast<size_t>(p.k_numel()), 0.0f);
-  out.dv.assign(static_cast<size_t>(p.v_numel()), 0.0f);
-  const int64_t group = p.heads / p.kv_heads;
-  auto dot = [&](const float* a, const float* b, int64_t n) {
-    float s = 0.0f;
-    for (int64_t x = 0; x < n; ++x) s = r(s + r(a[x] * b[x]));
-    return s;
-  };
-  for (int64_t b = 0; b < p.batch; ++b) {
-    for (int64_t h = 0; h < p.heads; ++h) {
-      const auto csr = masks[masks.size() == 1 ? 0 : static_cast<size_t>(h)].csr();
-      const int64_t g = h / group;
-      const float* q = p.q.data() + (b * p.heads + h) * p.n_q * p.d;
-      const float* k = p.k.data() + (b * p.kv_heads + g) * p.n_k * p.d;
-      const float* v = p.v.data() + (b * p.kv_heads + g) * p.n_k * p.e;
-      const float* d_o = p.d_o.data() + (b * p.heads + h) * p.n_q * p.e;
-      float* o = out.o.data() + (b * p.heads + h) * p.n_q * p.e;
-      float* dq = out.dq.data() + (b * p.heads + h) * p.n_q * p.d;
-      float* dk = out.dk.data() + (b * p.kv_heads + g) * p.n_k * p.d;
-      float* dv = out.dv.data() + (b * p.kv_heads + g) * p.n_k * p.e;
-      for (int64_t i = 0; i < p.n_q; ++i) {
-        const int64_t begin = csr.row_begin(i), end = csr.row_end(i);
-        if (begin == end) continue;
-        std::vector<float> s, pr;
-        float m = -INFINITY;
-        for (int64_t t = begin; t < end; ++t) {
-          s.push_back(r(dot(q + i * p.d, k + csr.col_idx[t] * p.d, p.d) * scale));
-          m = std::max(m, s.back());
-        }
-        float l = 0.0f;
-        for (float x : s) l = r(l + r(std::exp(r(x - m))));
-        const float lse = r(m + r(std::log(l)));
-        for (float x : s) pr.push_back(r(std::exp(r(x - lse))));
-        for (int64_t x = 0; x < p.e; ++x) {
-          float a = 0.0f;
-          for (int64_t t = begin; t < end; ++t) a = r(a + r(pr[static_cast<size_t>(t - begin)] * v[csr.col_idx[t] * p.e + x]));
-          o[i * p.e + x] = a;
-        }
-        const float delta = dot(d_o + i * p.e, o + i * p.e, p.e);
-        for (int64_t t = begin; t < end; ++t) {
-          const int64_t j = csr.col_idx[t];
-          const float prob = pr[static_cast<size_t>(t - begin)];
-          const float ds = r(prob * r(dot(d_o + i * p.e, v + j * p.e, p.e) - delta));
-          for (int64_t x = 0; x < p.d; ++x) dq[i * p.d + x] = r(dq[i * p.d + x] + r(ds * k[j * p.d + x]));
-          for (int64_t x = 0; x < p.d; ++x) dk[j * p.d + x] = r(dk[j * p.d + x] + r(ds * q[i * p.d + x]));
-          for (int64_t x = 0; x < p.e; ++x) dv[j * p.e + x] = r(dv[j * p.e + x] + r(prob * d_o[i * p.e + x]));
-        }
-      }
-    }
-  }
-  for (float& x : out.dq) x = r(x * scale);
-  for (float& x : out.dk) x = r(x * scale);
-  return out;
 }
 
 

@@ -11,16 +11,15 @@ namespace {
 
 using namespace spattn::testing::cuda_attention;
 
-// Each output within 2x the naive 16-bit computation's error against fp64 (with the fp32 rule as a
-// floor: where the naive computation happens to be exact, e.g. a row of one key, the device still
-// computes in fp32), LSE within the fp32 rule; `tensor_cores`: which flash kernels must have run.
+// Each output within 2x the naive 16-bit computation's error against fp64
+// (half_precision::expect_half_precision_rule); `tensor_cores`: which flash kernels must have run.
 template <typename T>
 void expect_half_match(const Problem& rounded_problem, const std::vector<Mask>& masks,
                        const spattn::cuda::Options& options, bool tensor_cores, bool layout_bshd = false) {
   const Problem& p = rounded_problem;
   const float scale = static_cast<float>(scale_of(p));
   const Truth t = truth(p, masks, scale);
-  const DeviceOut lazy = naive<T>(p, masks, scale);
+  const Outputs lazy = naive<T>(p, masks, scale);
   const DeviceOut out = run_device<T>(p, masks, options, layout_bshd);
   if (options.algorithm == CudaAlgorithm::flash) {
     EXPECT_EQ(out.forward_run.tensor_cores, tensor_cores) << out.forward_run.to_string();
@@ -32,32 +31,7 @@ void expect_half_match(const Problem& rounded_problem, const std::vector<Mask>& 
     EXPECT_EQ(out.backward_run.to_string(),
               spattn::cuda::plan_call(spattn::Pass::backward, type, p.n_q, p.n_k, p.d, p.e, masks[0], options).to_string());
   }
-  const int64_t forward_terms = p.d + p.n_k;
-  const int64_t backward_terms = std::max(p.d, p.e) + std::max(p.n_q, p.n_k) * (p.heads / p.kv_heads);
-  struct Output {
-    const char* name;
-    const std::vector<float>& device;
-    const std::vector<float>& naive;
-    const std::vector<double>& exact;
-    int64_t terms;
-  };
-  const Output outputs[] = {{"o", out.o, lazy.o, t.fwd.o, forward_terms},
-                            {"dq", out.dq, lazy.dq, t.bwd.dq, backward_terms},
-                            {"dk", out.dk, lazy.dk, t.bwd.dk, backward_terms},
-                            {"dv", out.dv, lazy.dv, t.bwd.dv, backward_terms}};
-  for (const Output& x : outputs) {
-    const double device_error = max_abs_error(x.device, x.exact);
-    const double naive_error = max_abs_error(x.naive, x.exact);
-    const double bound = std::max(2.0 * naive_error, fp32_tolerance(x.terms, max_abs(x.exact)));
-    EXPECT_LE(device_error, bound) << x.name << ": device " << device_error << ", naive " << naive_error;
-  }
-  EXPECT_LE(max_abs_error(out.lse, t.fwd.lse), fp32_tolerance(forward_terms, max_abs(t.fwd.lse)));
-  bool attends = false;
-  for (const Mask& mask : masks) attends = attends || mask.nnz() > 0;
-  if (attends) {  // non-trivial outputs
-    EXPECT_GT(max_abs(t.fwd.o), 0.0);
-    EXPECT_GT(max_abs(t.bwd.dv), 0.0);
-  }
+  expect_half_precision_rule(p, masks, out, lazy, t);
 }
 
 template <typename T>
