@@ -3,11 +3,13 @@
     PYTHONPATH=build/python /usr/bin/python3 bench/torch_op_bench.py [--n 4096 16384] [--reps 3]
 
 For each mask (--masks, from the full mask, a sliding window of half-width 256, documents and BigBird;
-by default all but the full mask) and n: the median time of
-the forward, the backward and both, for spattn's op (auto's choice, float32) and for torch's dense
+by default all but the full mask), n and dtype (--dtypes: float32, bfloat16, float16): the median
+time of the forward, the backward and both, for spattn's op (auto's choice) and for torch's dense
 masked attention on the same tensors (scores materialized: n x n per head), and the ratio
-torch / spattn. Where the dense path's intermediates would not fit in --dense-limit-gib, it is not
-run and the table says so. Then the Python wrapper's overhead: st.attention against the raw op
+torch / spattn; for a 16-bit dtype also spattn float32's fwd+bwd time over this dtype's (> 1: the
+16-bit call is faster). Where the dense path's intermediates would not fit in --dense-limit-gib,
+or torch has no CPU kernel for the dtype (float16 matmul in torch 1.13), it is not run and the
+table says so. Then the Python wrapper's overhead: st.attention against the raw op
 (torch.ops.spattn.forward) on the same inputs at n = 128 and n = 1024.
 """
 
@@ -78,6 +80,8 @@ def main():
                         help="which masks (default: every one but full)")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch.set_num_threads, which spattn's op also follows (0: leave torch's default)")
+    parser.add_argument("--dtypes", nargs="*", choices=["float32", "bfloat16", "float16"], default=["float32"],
+                        help="element types, each timed on the same values (default: float32)")
     parser.add_argument("--dense-limit-gib", type=float, default=12.0,
                         help="skip the dense path when its n x n intermediates would take more")
     args = parser.parse_args()
@@ -85,30 +89,41 @@ def main():
         torch.set_num_threads(args.threads)
 
     print(f"spattn.torch vs torch dense masked attention | {platform.processor() or platform.machine()} | "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads | d {args.d}, heads {args.heads}, float32")
-    print(f"{'mask':<11} {'n':>6} | {'spattn fwd':>10} {'bwd':>9} {'both':>9} | {'torch fwd':>10} {'bwd':>9} "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads | d {args.d}, heads {args.heads}")
+    print(f"{'mask':<11} {'n':>6} {'dtype':>8} | {'spattn fwd':>10} {'bwd':>9} {'both':>9} | {'torch fwd':>10} {'bwd':>9} "
           f"{'both':>9} | torch/spattn fwd bwd both (ms)")
     generator = torch.Generator().manual_seed(0)
     for name in args.masks:
         spec = MASKS[name]
         for n in args.n:
-            q, k, v = (torch.randn(1, args.heads, n, args.d, generator=generator).requires_grad_() for _ in range(3))
+            values = [torch.randn(1, args.heads, n, args.d, generator=generator) for _ in range(3)]
             mask = st.Mask.from_spec(spec, n, n)
-            ours = time_passes(lambda a, b, c: st.attention(a, b, c, mask), (q, k, v), args.reps)
-            # scores, probabilities and their gradients: about 4 n^2 floats per head
-            dense_gib = 4 * 4 * args.heads * n * n / 2**30
-            if dense_gib > args.dense_limit_gib:
-                theirs = None
-            else:
-                dense_mask = mask.to_dense()
-                theirs = time_passes(lambda a, b, c: dense_attention(a, b, c, dense_mask), (q, k, v), args.reps)
-            row = f"{name:<11} {n:>6} | " + " ".join(f"{1e3 * t:9.1f}" for t in ours) + " | "
-            if theirs is None:
-                row += f"not run: its intermediates need about {dense_gib:.0f} GiB (limit {args.dense_limit_gib:g})"
-            else:
-                row += " ".join(f"{1e3 * t:9.1f}" for t in theirs) + " | " + " ".join(
-                    f"{b / a:6.1f}x" for a, b in zip(ours, theirs))
-            print(row, flush=True)
+            float32_both = None
+            for dtype_name in args.dtypes:
+                dtype = getattr(torch, dtype_name)
+                q, k, v = (x.to(dtype).requires_grad_() for x in values)
+                ours = time_passes(lambda a, b, c: st.attention(a, b, c, mask), (q, k, v), args.reps)
+                if dtype == torch.float32:
+                    float32_both = ours[2]
+                # scores, probabilities and their gradients: about 4 n^2 elements per head
+                dense_gib = 4 * q.element_size() * args.heads * n * n / 2**30
+                if dtype == torch.float16:
+                    theirs, why = None, "torch 1.13 has no float16 matmul on the CPU"
+                elif dense_gib > args.dense_limit_gib:
+                    theirs = None
+                    why = f"its intermediates need about {dense_gib:.0f} GiB (limit {args.dense_limit_gib:g})"
+                else:
+                    dense_mask = mask.to_dense()
+                    theirs = time_passes(lambda a, b, c: dense_attention(a, b, c, dense_mask), (q, k, v), args.reps)
+                row = f"{name:<11} {n:>6} {dtype_name:>8} | " + " ".join(f"{1e3 * t:9.1f}" for t in ours) + " | "
+                if theirs is None:
+                    row += f"torch not run: {why}"
+                else:
+                    row += " ".join(f"{1e3 * t:9.1f}" for t in theirs) + " | " + " ".join(
+                        f"{b / a:6.1f}x" for a, b in zip(ours, theirs))
+                if dtype != torch.float32 and float32_both is not None:
+                    row += f" | spattn float32/{dtype_name} {float32_both / ours[2]:.2f}x"
+                print(row, flush=True)
 
     print("\nThe Python wrapper's overhead over the raw op (forward, auto, median of 200 calls):")
     for n in (128, 1024):

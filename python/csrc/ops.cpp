@@ -1,5 +1,6 @@
 // spattn's PyTorch ops (TORCH_LIBRARY(spattn)): the schemas, and their CPU kernels: the forward and
-// backward of spattn::attention_* on float32 tensors, the fp64 reference on float64 tensors (what
+// backward of spattn::attention_* on float32, float16 and bfloat16 tensors (outputs and gradients
+// in the input's dtype, LSE float32), the fp64 reference on float64 tensors (what
 // gradcheck differentiates), the plan preview, and merge_partials (attention over disjoint keys
 // combined, spattn/shard.hpp). The CUDA kernels are in ops_cuda.cpp. Autograd is wired in Python
 // (python/spattn/torch/__init__.py); these ops compute only. Every argument is checked before
@@ -46,13 +47,23 @@ double reference_scale(const c10::optional<double>& scale, int64_t head_dim) {
   return scale.value_or(head_dim > 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0);
 }
 
-// float64: the fp64 reference (algorithm "reference" only: the schedules run float32).
+// float64: the fp64 reference (algorithm "reference" only: the schedules run float32, float16 and
+// bfloat16). Any other dtype is left for check_tensor to refuse, naming it.
 at::ScalarType cpu_dtype(const char* where, const at::Tensor& q, const std::string& algorithm) {
-  if (q.scalar_type() == at::kDouble && algorithm != "reference") {
+  const at::ScalarType dtype = q.scalar_type();
+  if (dtype == at::kDouble && algorithm != "reference") {
     fail(where, ": float64 tensors run only with algorithm=\"reference\" (the fp64 oracle); got algorithm=\"",
          algorithm, "\"");
   }
-  return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  return dtype == at::kDouble || dtype == at::kHalf || dtype == at::kBFloat16 ? dtype : at::kFloat;
+}
+
+// run(T{}) with T the spattn element type of a float32, float16 or bfloat16 dtype.
+template <typename Run>
+auto with_element_type(at::ScalarType dtype, Run&& run) {
+  if (dtype == at::kHalf) return run(half_t{});
+  if (dtype == at::kBFloat16) return run(bfloat16_t{});
+  return run(float{});
 }
 
 // The forward; `report` (when not null) receives the plan and the counted ledger as JSON.
@@ -77,14 +88,17 @@ std::tuple<at::Tensor, at::Tensor> run_forward(const at::Tensor& q, const at::Te
             from_doubles(result.lse, {batch, heads, seqlen_q})};
   }
   at::Tensor o = at::empty({batch, heads, seqlen_q, head_dim_v}, q.options());
-  at::Tensor lse = at::empty({batch, heads, seqlen_q, 1}, q.options());
-  // Counted in lines of the plan's line size.
-  io::Ledger ledger(io::plan_line_words("spattn.forward", line_words, nullptr));
-  AttentionOptions run = options;
-  if (report) run.ledger = &ledger;
-  const auto qv = view_of<const float>(q), kv = view_of<const float>(k), vv = view_of<const float>(v);
-  const Plan plan = attention_forward(qv, kv, vv, view_of<float>(o), view_of<float>(lse), head_masks(masks), run);
-  if (report) *report = report_json(plan, &ledger);
+  at::Tensor lse = at::empty({batch, heads, seqlen_q, 1}, q.options().dtype(at::kFloat));
+  with_element_type(dtype, [&](auto element) {
+    using T = decltype(element);
+    // Counted in lines of the plan's line size (a 64-byte line of T by default).
+    io::Ledger ledger(io::plan_line_words(where, line_words, nullptr, io::line_words_of(element_type_of<T>())));
+    AttentionOptions run = options;
+    if (report) run.ledger = &ledger;
+    const Plan plan = attention_forward(view_of<const T>(q), view_of<const T>(k), view_of<const T>(v), view_of<T>(o),
+                                        view_of<float>(lse), head_masks(masks), run);
+    if (report) *report = report_json(plan, &ledger);
+  });
   return {o, lse.squeeze(-1)};
 }
 
@@ -133,11 +147,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& q, con
   at::Tensor dq = at::empty(q.sizes(), q.options());
   at::Tensor dk = at::empty(k.sizes(), k.options());
   at::Tensor dv = at::empty(v.sizes(), v.options());
-  const auto qv = view_of<const float>(q), kv = view_of<const float>(k), vv = view_of<const float>(v);
-  const auto ov = view_of<const float>(o), lv = view_of<const float>(lse.unsqueeze(-1)),
-             dov = view_of<const float>(d_o);
-  attention_backward(qv, kv, vv, ov, lv, dov, view_of<float>(dq), view_of<float>(dk), view_of<float>(dv),
-                     head_masks(masks), options);
+  with_element_type(dtype, [&](auto element) {
+    using T = decltype(element);
+    attention_backward(view_of<const T>(q), view_of<const T>(k), view_of<const T>(v), view_of<const T>(o),
+                       view_of<const float>(lse.unsqueeze(-1)), view_of<const T>(d_o), view_of<T>(dq), view_of<T>(dk),
+                       view_of<T>(dv), head_masks(masks), options);
+  });
   return {dq, dk, dv};
 }
 
@@ -163,13 +178,20 @@ std::tuple<at::Tensor, at::Tensor> merge_partials(const at::Tensor& o, const at:
 
 int64_t max_threads() { return kMaxThreads; }
 
-// shape: (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v).
+// shape: (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v); dtype: q's, without
+// "torch." ("float32", "float16", "bfloat16"; it picks the default line size).
 std::string plan(at::IntArrayRef shape, at::IntArrayRef mask_keys, const std::string& pass,
-                 const std::string& algorithm, int64_t cache_words, int64_t line_words, const std::string& objective) {
+                 const std::string& algorithm, int64_t cache_words, int64_t line_words, const std::string& objective,
+                 const std::string& dtype) {
   const char* where = "spattn.plan";
   if (shape.size() != 7) fail(where, ": shape has ", shape.size(), " entries, expected 7");
   if (pass != "forward" && pass != "backward") fail(where, ": pass '", pass, "' is not forward or backward");
-  const AttentionShape call{shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], shape[6]};
+  if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16") {
+    fail(where, ": q has dtype ", dtype, "; the CPU schedules run float32, float16 and bfloat16");
+  }
+  const ElementType element = dtype == "float16" ? ElementType::fp16 : dtype == "bfloat16" ? ElementType::bf16
+                                                                                           : ElementType::fp32;
+  const AttentionShape call{shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], shape[6], element};
   const std::vector<Mask> masks = masks_of(where, mask_keys);
   const AttentionOptions options = options_of(c10::nullopt, algorithm, cache_words, line_words, objective, 0);
   const Pass p = pass == "forward" ? Pass::forward : Pass::backward;
@@ -209,7 +231,7 @@ TORCH_LIBRARY(spattn, m) {
   m.def(
       "backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor d_o, int[] masks, float? scale, "
       "str algorithm, int cache_words, int line_words, str objective, int threads) -> (Tensor, Tensor, Tensor)");
-  m.def("plan(int[] shape, int[] masks, str pass_, str algorithm, int cache_words, int line_words, str objective) -> str",
+  m.def("plan(int[] shape, int[] masks, str pass_, str algorithm, int cache_words, int line_words, str objective, str dtype) -> str",
         TORCH_FN(plan));
   m.def("merge_partials(Tensor o, Tensor lse, Tensor o_part, Tensor lse_part) -> (Tensor, Tensor)");
   // The threads limit (spattn::kMaxThreads), so that Python checks the C++ rule, not a copy of it.

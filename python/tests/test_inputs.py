@@ -63,7 +63,8 @@ def bad_call(**changes):
     "changes, error, words",
     [
         (dict(q=torch.randn(4, 8, 4)), ValueError, "q has 3 dimensions"),
-        (dict(q=torch.randn(1, 4, 8, 4).half()), TypeError, "q has dtype torch.float16"),
+        (dict(q=torch.randn(1, 4, 8, 4).to(torch.complex64)), TypeError, "q has dtype torch.complex64"),
+        (dict(q=torch.randn(1, 4, 8, 4).half()), TypeError, "k has dtype torch.float32, q has torch.float16"),
         (dict(k=torch.randn(1, 2, 8, 4).double()), TypeError, "k has dtype torch.float64"),
         (dict(k=torch.randn(1, 3, 8, 4), v=torch.randn(1, 3, 8, 4)), ValueError, "not a multiple of k's 3 heads"),
         (dict(k=torch.randn(1, 2, 8, 5)), ValueError, "k has head_dim 5"),

@@ -7,11 +7,15 @@
 
 q is (batch, heads, seqlen_q, head_dim); k and v are (batch, kv_heads, seqlen_k, head_dim[_v]), with
 heads a multiple of kv_heads (grouped-query attention); any strides. ``mask`` is one Mask for every
-head, a list of one Mask per query head, or None (every pair attends). On the CPU, float32 runs
-spattn's schedules (flash, small_cache, or auto's choice) and float64 runs the fp64 reference
-(``algorithm="reference"``), which is what ``torch.autograd.gradcheck`` differentiates. On CUDA
-(where spattn's CUDA backend is built), float32, float16 and bfloat16 run spattn's CUDA kernels.
-A fully masked row has output 0, LSE -inf and contributes no gradient.
+head, a list of one Mask per query head, or None (every pair attends). On the CPU, float32,
+float16 and bfloat16 run spattn's schedules (flash, small_cache, or auto's choice; 16-bit tensors
+are converted to float32 tile by tile as they are loaded, and the output and gradients are rounded
+once, into the input's dtype) and float64 runs the fp64 reference (``algorithm="reference"``),
+which is what ``torch.autograd.gradcheck`` differentiates. On CUDA (where spattn's CUDA backend is
+built), float32, float16 and bfloat16 run spattn's CUDA kernels. Under ``torch.autocast`` the
+wrapper casts q, k and v to the autocast dtype of their device, as torch's lower-precision ops
+(matmul, linear) do, and the op runs in that dtype. A fully masked row has output 0, LSE -inf
+and contributes no gradient.
 
 With torch >= 2.4 the ops have fake kernels and registered autograd, so ``torch.compile`` traces
 ``attention`` whole (``fullgraph=True``); build the masks outside the compiled function.
@@ -64,10 +68,12 @@ def attention(
     memory M of the CPU schedules (0: spattn's default; on CUDA it must be 0), ``objective`` what
     the CPU plan minimizes ("time" or "words"), ``threads`` the CPU worker threads (0 to 4096; 0 or
     None: torch.get_num_threads()). ``line_words`` is the line size L of the CPU I/O model in words, a
-    power of two: 1 is the paper's word model, 16 (0: the default) a 64-byte line of float32; the
-    tiles, auto's choice and the counts of ``io`` follow it (on CUDA it must be 0).
+    power of two: 1 is the paper's word model, 0 (the default) a 64-byte line of the tensors'
+    elements (16 float32, 32 float16 or bfloat16); the tiles, auto's choice and the counts of ``io``
+    follow it (on CUDA it must be 0).
     """
     where = "spattn.torch.attention"
+    q, k, v = _autocast(q, k, v)
     masks, call = _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective, line_words)
     if io and q.device.type != "cpu":
         raise ValueError(f"{where}: io=True counts the CPU schedules; q is on {q.device}")
@@ -102,15 +108,17 @@ def plan(
 ) -> dict:
     """The plan ``attention`` with the same arguments runs for ``pass_`` ("forward" or
     "backward"), without running it: the algorithm, the tiles, the predicted words and lines (of
-    ``line_words`` words), the bound."""
+    ``line_words`` words; 0: a 64-byte line of q's dtype), the bound."""
+    q, k, v = _autocast(q, k, v)
     masks, call = _check_call("spattn.torch.plan", q, k, v, mask, None, algorithm, cache_words, objective, line_words)
     if pass_ not in ("forward", "backward"):
         raise ValueError(f"spattn.torch.plan: pass_ must be 'forward' or 'backward', got {pass_!r}")
     if algorithm == "reference":
         raise ValueError("spattn.torch.plan: the reference is not a schedule and has no plan")
     keys = [m._key for m in masks]
+    dtype = str(q.dtype).replace("torch.", "")
     return json.loads(_translate(lambda: ops.plan(call, keys, pass_, algorithm, int(cache_words), int(line_words),
-                                                  objective)))
+                                                  objective, dtype)))
 
 
 class _Attention(torch.autograd.Function):
@@ -153,6 +161,21 @@ def _check_threads(threads) -> int:
     return threads
 
 
+def _autocast(q, k, v):
+    """q, k and v in the autocast dtype of their device when autocast is on there (floating-point
+    tensors only, as torch's autocast casts), else as given."""
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
+        return q, k, v  # _check_call names the argument
+    device = q.device.type
+    if device == "cpu" and torch.is_autocast_cpu_enabled():
+        dtype = torch.get_autocast_cpu_dtype()
+    elif device == "cuda" and torch.is_autocast_enabled():
+        dtype = torch.get_autocast_gpu_dtype()
+    else:
+        return q, k, v
+    return tuple(t.to(dtype) if t.is_floating_point() and t.dtype != torch.float64 else t for t in (q, k, v))
+
+
 def _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective,
                 line_words=0) -> Tuple[List[Mask], List[int]]:
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -166,9 +189,9 @@ def _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective,
     if algorithm not in _ALGORITHMS:
         raise ValueError(f"{where}: algorithm must be one of {', '.join(_ALGORITHMS)}, got {algorithm!r}")
     if q.device.type == "cpu":
-        if q.dtype not in (torch.float32, torch.float64):
-            raise TypeError(f"{where}: q has dtype {q.dtype}; on the CPU spattn runs torch.float32 "
-                            "(and torch.float64 with algorithm='reference')")
+        if q.dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+            raise TypeError(f"{where}: q has dtype {q.dtype}; on the CPU spattn runs float32, float16 and bfloat16 "
+                            "(and float64 with algorithm='reference')")
         if q.dtype == torch.float64 and algorithm != "reference":
             raise TypeError(f"{where}: float64 runs only with algorithm='reference' (the fp64 oracle), got {algorithm!r}")
     elif q.device.type == "cuda":
@@ -192,7 +215,7 @@ def _check_call(where, q, k, v, mask, scale, algorithm, cache_words, objective,
         raise ValueError(f"{where}: cache_words must be a non-negative int (0: the default), got {cache_words!r}")
     if (isinstance(line_words, bool) or not isinstance(line_words, int) or line_words < 0 or line_words > 1024
             or line_words & (line_words - 1)):
-        raise ValueError(f"{where}: line_words must be 0 (the default, 16) or a power of two from 1 to 1024, "
+        raise ValueError(f"{where}: line_words must be 0 (the default, a 64-byte line) or a power of two from 1 to 1024, "
                          f"got {line_words!r}")
     if scale is not None and (not isinstance(scale, (int, float)) or not math.isfinite(scale)):
         raise ValueError(f"{where}: scale must be a finite number or None, got {scale!r}")
