@@ -5,12 +5,14 @@ reference, usable on any function with spattn.torch.attention's signature.
     table = conformance(my_attention)          # my_attention(q, k, v, mask) -> output
     assert all(row.passed for row in table)
 
-Each case runs the function forward and backward on float32 inputs over one mask (or one mask per
-head) and compares the output and dq, dk, dv with spattn's fp64 reference. A case passes when
-every error is at most twice the error of the same computation done naively in float32 (dense
-masked attention) against the same reference, as FlashAttention's tests do, plus a floor of 8
-float32 ulps of the result's largest magnitude (naive fp32 errors can be a single ulp, and a tiled
-sum in another order legitimately differs by a few). ``python -m spattn.conformance module:function`` prints the table.
+Each case runs the function forward and backward on float32 inputs (or float16 / bfloat16 ones:
+``conformance(fn, dtype=torch.bfloat16)``) over one mask (or one mask per head) and compares the
+output and dq, dk, dv with spattn's fp64 reference on the same values. A case passes when every
+error is at most twice the error of the same computation done naively in that dtype (dense masked
+attention; for 16-bit dtypes computed in float32 with every intermediate and gradient rounded to
+the dtype, since torch 1.13 has no float16 matmul on the CPU) against the same reference, as
+FlashAttention's tests do, plus a floor of 8 float32 ulps of the result's largest magnitude (naive
+fp32 errors can be a single ulp, and a tiled sum in another order legitimately differs by a few). ``python -m spattn.conformance module:function`` prints the table.
 """
 
 from dataclasses import dataclass, field
@@ -76,15 +78,19 @@ def default_cases() -> List[Case]:
     return cases
 
 
-def _dense_attention(q, k, v, dense_mask):
-    """Naive dense masked attention in q's dtype; a fully masked row gives 0."""
+def naive_attention(q, k, v, dense_mask, rounded_to: Optional[torch.dtype] = None):
+    """Naive dense masked attention in q's dtype; a fully masked row gives 0. With ``rounded_to``
+    (float16 or bfloat16), the naive computation in that dtype: float32 inputs, every intermediate
+    (scores, scaled scores, probabilities, output) rounded to it, and through the casts' gradients
+    the backward's too."""
+    r = (lambda t: t.to(rounded_to).float()) if rounded_to is not None else (lambda t: t)  # noqa: E731
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)
     v = v.repeat_interleave(group, dim=1)
-    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    scores = r(r(q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5)
     scores = scores.masked_fill(~dense_mask, float("-inf"))
-    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    return probs @ v
+    probs = r(torch.softmax(scores, dim=-1).nan_to_num(0.0))
+    return r(probs @ v)
 
 
 def _dense_mask(case: Case, masks) -> torch.Tensor:
@@ -93,28 +99,35 @@ def _dense_mask(case: Case, masks) -> torch.Tensor:
     return torch.stack([m.to_dense() for m in masks]).unsqueeze(0)
 
 
-def _run(fn, q, k, v, masks, d_out, dtype):
+def _run(fn, q, k, v, masks, d_out, dtype, grads_in=None):
+    """fn forward and backward on copies of q, k, v in dtype; the gradients rounded to grads_in
+    when given (the naive 16-bit computation's float32 leaves)."""
     qq, kk, vv = (x.detach().to(dtype).requires_grad_() for x in (q, k, v))
     out = fn(qq, kk, vv, masks)
     out.backward(d_out.to(dtype))
-    return [t.detach().double() for t in (out, qq.grad, kk.grad, vv.grad)]
+    grads = [x.grad if grads_in is None else x.grad.to(grads_in) for x in (qq, kk, vv)]
+    return [t.detach().double() for t in [out] + grads]
 
 
-def run_case(fn: Callable, case: Case, seed: int = 0) -> Result:
+def run_case(fn: Callable, case: Case, seed: int = 0, dtype: torch.dtype = torch.float32) -> Result:
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"conformance: dtype must be torch.float32, float16 or bfloat16, got {dtype}")
     generator = torch.Generator().manual_seed(seed)
     shape_q = (case.batch, case.heads, case.seqlen_q, case.head_dim)
     shape_kv = (case.batch, case.kv_heads, case.seqlen_k, case.head_dim)
-    q, k, v = (torch.randn(s, generator=generator) for s in (shape_q, shape_kv, shape_kv))
-    d_out = torch.randn(shape_q, generator=generator)
+    # The values a dtype tensor holds, as float32: every side computes on the same inputs.
+    q, k, v, d_out = (torch.randn(s, generator=generator).to(dtype).float()
+                      for s in (shape_q, shape_kv, shape_kv, shape_q))
     masks = case.masks()
     dense = _dense_mask(case, masks)
-    naive_fn = lambda a, b, c, m: _dense_attention(a, b, c, dense)  # noqa: E731
+    rounded_to = None if dtype == torch.float32 else dtype
+    naive_fn = lambda a, b, c, m: naive_attention(a, b, c, dense, rounded_to)  # noqa: E731
     exact_fn = lambda a, b, c, m: attention(a, b, c, m, algorithm="reference")  # noqa: E731
     exact = _run(exact_fn, q, k, v, masks, d_out, torch.float64)
-    naive = _run(naive_fn, q, k, v, masks, d_out, torch.float32)
+    naive = _run(naive_fn, q, k, v, masks, d_out, torch.float32, grads_in=rounded_to)
     naive_errors = tuple((a - b).abs().max().item() if a.numel() else 0.0 for a, b in zip(naive, exact))
     try:
-        tested = _run(fn, q, k, v, masks, d_out, torch.float32)
+        tested = _run(fn, q, k, v, masks, d_out, dtype)
     except Exception as error:  # a crash is a failure of the case, reported with its message
         return Result(case, (float("nan"),) * 4, naive_errors, False, f"raised {type(error).__name__}: {error}")
     errors = []
@@ -129,10 +142,12 @@ def run_case(fn: Callable, case: Case, seed: int = 0) -> Result:
     return Result(case, tuple(errors), naive_errors, failure is None, failure)
 
 
-def conformance(fn: Callable, cases: Optional[Sequence[Case]] = None, seed: int = 0) -> List[Result]:
-    """Runs ``fn(q, k, v, mask)`` (mask: a spattn.torch.Mask or a list of one per head) over the
-    cases (default_cases()) and returns one Result per case."""
-    return [run_case(fn, case, seed) for case in (default_cases() if cases is None else cases)]
+def conformance(fn: Callable, cases: Optional[Sequence[Case]] = None, seed: int = 0,
+                dtype: torch.dtype = torch.float32) -> List[Result]:
+    """Runs ``fn(q, k, v, mask)`` (mask: a spattn.torch.Mask or a list of one per head) on tensors
+    of ``dtype`` (float32, float16 or bfloat16) over the cases (default_cases()) and returns one
+    Result per case."""
+    return [run_case(fn, case, seed, dtype) for case in (default_cases() if cases is None else cases)]
 
 
 def format_table(results: Sequence[Result]) -> str:

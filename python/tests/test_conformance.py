@@ -40,6 +40,26 @@ def test_torch_dense_attention_and_spattn_pass_every_case():
         assert all(r.passed for r in results), format_table(results)
 
 
+def coarse_inputs(q, k, v, mask):
+    """Broken for 16-bit dtypes: q, k and v cut to 3 mantissa bits (bfloat16 with its 4 low bits
+    cleared) before running, where float16 holds 10 and bfloat16 7."""
+    def coarsen(x):
+        bits = x.detach().to(torch.bfloat16).view(torch.int16) & ~0xF
+        return x + (bits.view(torch.bfloat16).to(x.dtype) - x).detach()  # differentiable, as a cast
+
+    return st.attention(coarsen(q), coarsen(k), coarsen(v), mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16bit_functions_pass_and_a_coarse_one_fails_by_the_naive_16bit_rule(dtype):
+    results = conformance(lambda q, k, v, m: st.attention(q, k, v, m, cache_words=1024), dtype=dtype)
+    assert all(r.passed for r in results), format_table(results)
+    failed = [r.case.name for r in conformance(coarse_inputs, dtype=dtype) if not r.passed]
+    assert "full n=97" in failed and "causal n=97" in failed, failed
+    with pytest.raises(ValueError, match="dtype must be torch.float32, float16 or bfloat16"):
+        conformance(coarse_inputs, dtype=torch.float64)
+
+
 def test_a_broken_implementation_fails_naming_the_pattern():
     results = conformance(ignores_the_last_row)
     failed = [r.case.name for r in results if not r.passed]

@@ -8,22 +8,10 @@ import torch
 
 import spattn.torch as st
 from conftest import dense_attention, head_masks
+from spattn.testing import naive_attention
 
 DTYPES = [torch.float16, torch.bfloat16]
 PATTERNS = ["full", "causal", "sliding_window:w=3", "random:p=0.3,seed=5", "documents:num_docs={docs},causal=1"]
-
-
-def naive_in(dtype, q, k, v, mask):
-    """Dense masked attention computed in float32 with every intermediate rounded to ``dtype``, in
-    the forward and (through the casts' gradients) the backward: the naive 16-bit computation,
-    which torch 1.13 cannot run natively for float16 on the CPU."""
-    r = lambda t: t.to(dtype).float()  # noqa: E731
-    heads, kv_heads = q.shape[1], k.shape[1]
-    k = k.repeat_interleave(heads // kv_heads, dim=1)
-    v = v.repeat_interleave(heads // kv_heads, dim=1)
-    scores = r(r(q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5).masked_fill(~mask, float("-inf"))
-    probs = r(torch.softmax(scores, dim=-1).nan_to_num(0.0))
-    return r(probs @ v)
 
 
 def errors(dtype, q, k, v, mask, heads, run):
@@ -41,7 +29,7 @@ def errors(dtype, q, k, v, mask, heads, run):
             out = run(qq, kk, vv)
             assert out.dtype == dtype
         elif name == "naive":
-            out = naive_in(dtype, qq, kk, vv, dense_mask)
+            out = naive_attention(qq, kk, vv, dense_mask, rounded_to=dtype)
         else:
             out = dense_attention(qq, kk, vv, dense_mask)[0]
         out.backward(d_out.to(typed))
