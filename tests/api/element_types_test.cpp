@@ -27,11 +27,6 @@ using spattn::Mask;
 using spattn::Plan;
 using spattn::TensorView;
 
-uint32_t bits_of(float x) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits;
-}
 float float_of(uint32_t bits) {
   float x = 0.0f;
   std::memcpy(&x, &bits, sizeof x);
@@ -69,7 +64,8 @@ void expect_conversions_round_to_nearest_even() {
       for (int64_t i = 0; i < count; ++i) {
         const T expected = spattn::from_float<T>(values[static_cast<size_t>(i)]);
         ASSERT_EQ(narrow[static_cast<size_t>(i * stride)], expected.bits) << "value " << values[static_cast<size_t>(i)];
-        ASSERT_EQ(bits_of(wide[static_cast<size_t>(i)]), bits_of(spattn::to_float(expected)));
+        const float widened = spattn::to_float(expected);
+        ASSERT_EQ(std::memcmp(&wide[static_cast<size_t>(i)], &widened, sizeof widened), 0);
       }
     }
   }
