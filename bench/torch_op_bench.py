@@ -2,8 +2,8 @@
 
     PYTHONPATH=build/python /usr/bin/python3 bench/torch_op_bench.py [--n 4096 16384] [--reps 3]
 
-For each mask (--masks, from the full mask, a sliding window of half-width 256, documents and BigBird;
-by default all but the full mask), n and dtype (--dtypes: float32, bfloat16, float16): the median
+For each mask (--masks, from the full and causal masks, a sliding window of half-width 256, documents
+and BigBird; by default the last three), n and dtype (--dtypes: float32, bfloat16, float16): the median
 time of the forward, the backward and both, for spattn's op (auto's choice) and for torch's dense
 masked attention on the same tensors (scores materialized: n x n per head), and the ratio
 torch / spattn; for a 16-bit dtype also spattn float32's fwd+bwd time over this dtype's (> 1: the
@@ -25,6 +25,7 @@ from spattn._ops import ops
 
 MASKS = {
     "full": "full",
+    "causal": "causal",
     "window 256": "sliding_window:w=256",
     "documents": "documents:num_docs=8",
     "bigbird": "bigbird:block=64,w=1,g=2,r=3,seed=7",
@@ -76,8 +77,8 @@ def main():
     parser.add_argument("--d", type=int, default=64)
     parser.add_argument("--heads", type=int, default=1)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--masks", nargs="*", choices=list(MASKS), default=[m for m in MASKS if m != "full"],
-                        help="which masks (default: every one but full)")
+    parser.add_argument("--masks", nargs="*", choices=list(MASKS), default=[m for m in MASKS if m not in ("full", "causal")],
+                        help="which masks (default: the window, documents and BigBird)")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch.set_num_threads, which spattn's op also follows (0: leave torch's default)")
     parser.add_argument("--dtypes", nargs="*", choices=["float32", "bfloat16", "float16"], default=["float32"],
