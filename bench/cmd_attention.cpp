@@ -4,12 +4,14 @@
 // (grouped-query attention). Q, K and V may also be Matrix Market files (sparse inputs, one head:
 // every tensor rank 2); the scheduled algorithms then load them as CSR (sparse_inputs.hpp) and the
 // command reports Z_input. Writes o.npy, lse.npy, and dq.npy, dk.npy, dv.npy when dO is given,
-// all or nothing.
+// all or nothing. .npy inputs may be float16, float32 or float64; --dtype float16 / bfloat16 runs
+// the scheduled algorithms on 16-bit tensors (the values read, rounded to the type).
 #include "cli_support.hpp"
 #include "commands.hpp"
 
 #include <spattn/io.hpp>
 #include <spattn/attention.hpp>
+#include <spattn/elements.hpp>
 #include <spattn/plan.hpp>
 #include <spattn/reference.hpp>
 #include <spattn/sparse_inputs.hpp>
@@ -23,6 +25,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 namespace spattn::cli {
 
@@ -33,6 +36,7 @@ struct AttentionCommand {
   std::optional<double> scale;
   std::string algorithm = "reference";
   std::string out_dtype = "float32";
+  std::string dtype = "float32";  // the scheduled algorithms' element type
   int64_t cache_words = 0;
   int64_t line_words = io::kDefaultLineWords;
   std::string objective = "time";
@@ -119,40 +123,54 @@ struct ScheduledResult {
   std::optional<reference::BackwardResult> backward;
 };
 
-// Float copies of the inputs, the algorithm's outputs widened back to double for writing.
+// Copies of the inputs in T (float, half_t or bfloat16_t: the values read, rounded to T through
+// float), the algorithm's outputs widened back to double for writing.
+template <typename T>
 ScheduledResult run_schedule(const AttentionCommand& options, const LoadedTensor& q,
                              const LoadedTensor& k, const LoadedTensor& v,
                              const std::optional<LoadedTensor>& d_o, const Mask& mask,
                              double scale) {
-  auto narrow = [](const LoadedTensor& t) { return std::vector<float>(t.array.data.begin(), t.array.data.end()); };
-  auto view = [](std::vector<float>& data, const TensorView<const double>& like, int64_t last) {
-    return TensorView<float>::contiguous(data.data(), like.batch(), like.heads(), like.seqlen(), last);
+  auto narrow = [](const LoadedTensor& t) {
+    std::vector<T> out(t.array.data.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = from_float<T>(static_cast<float>(t.array.data[i]));
+    return out;
   };
-  std::vector<float> qf = narrow(q), kf = narrow(k), vf = narrow(v);
-  const auto qv = view(qf, q.view, q.view.head_dim()), kv = view(kf, k.view, k.view.head_dim()),
-             vv = view(vf, v.view, v.view.head_dim());
+  auto widen = [](const auto& data) {
+    std::vector<double> out(data.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = to_float(data[i]);
+    return out;
+  };
+  auto view = [](auto& data, const TensorView<const double>& like, int64_t last) {
+    return TensorView<std::remove_reference_t<decltype(data[0])>>::contiguous(data.data(), like.batch(), like.heads(),
+                                                                             like.seqlen(), last);
+  };
+  std::vector<T> qt = narrow(q), kt = narrow(k), vt = narrow(v);
+  const TensorView<const T> qv = view(qt, q.view, q.view.head_dim()), kv = view(kt, k.view, k.view.head_dim()),
+                            vv = view(vt, v.view, v.view.head_dim());
   const int64_t rows = q.view.batch() * q.view.heads() * q.view.seqlen();
-  std::vector<float> of(static_cast<size_t>(rows * v.view.head_dim())), lsef(static_cast<size_t>(rows));
-  const auto ov = view(of, q.view, v.view.head_dim()), lsev = view(lsef, q.view, 1);
+  std::vector<T> ot(static_cast<size_t>(rows * v.view.head_dim()));
+  std::vector<float> lsef(static_cast<size_t>(rows));
+  const auto ov = view(ot, q.view, v.view.head_dim());
+  const auto lsev = view(lsef, q.view, 1);
 
   spattn::AttentionOptions api = api_options(options, scale);
-  io::Ledger forward_ledger(options.line_words), backward_ledger(options.line_words);
+  io::Ledger forward_ledger(api.line_words), backward_ledger(api.line_words);
   if (options.io) api.ledger = &forward_ledger;
   const Plan forward_plan = attention_forward(qv, kv, vv, ov, lsev, mask, api);
   ScheduledResult result;
-  result.forward.o.assign(of.begin(), of.end());
-  result.forward.lse.assign(lsef.begin(), lsef.end());
+  result.forward.o = widen(ot);
+  result.forward.lse = widen(lsef);
   report_io(options, forward_plan, "forward", forward_ledger);
   if (!d_o) return result;
 
-  std::vector<float> dof = narrow(*d_o);
-  const auto dov = view(dof, d_o->view, d_o->view.head_dim());
-  std::vector<float> dqf(qf.size()), dkf(kf.size()), dvf(vf.size());
+  std::vector<T> dot = narrow(*d_o);
+  std::vector<T> dqt(qt.size()), dkt(kt.size()), dvt(vt.size());
   if (options.io) api.ledger = &backward_ledger;
-  const Plan backward_plan = attention_backward(qv, kv, vv, ov, lsev, dov, view(dqf, q.view, q.view.head_dim()),
-                                                view(dkf, k.view, k.view.head_dim()),
-                                                view(dvf, v.view, v.view.head_dim()), mask, api);
-  result.backward = reference::BackwardResult{{dqf.begin(), dqf.end()}, {dkf.begin(), dkf.end()}, {dvf.begin(), dvf.end()}};
+  const Plan backward_plan = attention_backward(
+      qv, kv, vv, TensorView<const T>(ov), TensorView<const float>(lsev),
+      TensorView<const T>(view(dot, d_o->view, d_o->view.head_dim())), view(dqt, q.view, q.view.head_dim()),
+      view(dkt, k.view, k.view.head_dim()), view(dvt, v.view, v.view.head_dim()), mask, api);
+  result.backward = reference::BackwardResult{widen(dqt), widen(dkt), widen(dvt)};
   report_io(options, backward_plan, "backward", backward_ledger);
   return result;
 }
@@ -190,7 +208,7 @@ ScheduledResult run_sparse_schedule(const AttentionCommand& options, const Loade
   std::vector<float> of(static_cast<size_t>(m * e)), lsef(static_cast<size_t>(m));
   const auto ov = TensorView<float>::matrix(of.data(), m, e), lsev = TensorView<float>::matrix(lsef.data(), m, 1);
   spattn::AttentionOptions api = api_options(options, scale);
-  io::Ledger forward_ledger(options.line_words), backward_ledger(options.line_words);
+  io::Ledger forward_ledger(api.line_words), backward_ledger(api.line_words);
   if (options.io) api.ledger = &forward_ledger;
   const Plan forward_plan = attention_forward(inputs, ov, lsev, mask, api);
   report_io(options, forward_plan, "forward", forward_ledger);
@@ -276,6 +294,11 @@ void run_attention(const AttentionCommand& options) {
     throw UsageError("--q, --k, --v: Matrix Market inputs are one head: every tensor must be rank 2");
   }
   if (sparse) report_inputs(q, k, v);
+  if (options.dtype != "float32" && (sparse || options.algorithm == "reference")) {
+    throw UsageError("--dtype " + options.dtype + ": 16-bit tensors run the dense scheduled algorithms (flash, " +
+                     "small_cache, auto); " + (sparse ? "Matrix Market inputs run in float32" :
+                                                        "--algorithm reference runs in float64"));
+  }
 
   // Compute everything before writing anything.
   reference::ForwardResult forward;
@@ -286,8 +309,10 @@ void run_attention(const AttentionCommand& options) {
     if (d_o) backward = reference::backward<int64_t>(q.view, k.view, v.view, d_o->view, masks, scale);
   } else {
     const Mask prepared = Mask::from_csr(sparse_formats::CsrPattern<int64_t>(mask), "--mask");
-    const auto scheduled = sparse ? run_sparse_schedule(options, q, k, v, d_o, prepared, scale)
-                                  : run_schedule(options, q, k, v, d_o, prepared, scale);
+    const auto scheduled = sparse                        ? run_sparse_schedule(options, q, k, v, d_o, prepared, scale)
+                           : options.dtype == "float16"  ? run_schedule<half_t>(options, q, k, v, d_o, prepared, scale)
+                           : options.dtype == "bfloat16" ? run_schedule<bfloat16_t>(options, q, k, v, d_o, prepared, scale)
+                                                         : run_schedule<float>(options, q, k, v, d_o, prepared, scale);
     forward = scheduled.forward;
     backward = scheduled.backward;
   }
@@ -321,15 +346,27 @@ void register_attention(CLI::App& app) {
                   "Fast-memory size M in words for flash / small_cache / auto "
                   "(0: 4 x this machine's L1d, at most L2 / 2)")
       ->check(at_least(0))->capture_default_str();
-  add_line_words_flag(cmd, options->line_words);
+  CLI::Option* line_words = add_line_words_flag(cmd, options->line_words);
   cmd->add_option("--objective", options->objective,
                   "What the plan minimizes over a mask: time (flash's tiles and auto's choice priced for speed) or words")
       ->check(CLI::IsMember({"time", "words"}))->capture_default_str();
   cmd->add_flag("--io", options->io, "Print the plan and the counted I/O ledger (per operand, peak resident)");
   cmd->add_option("--out-dtype", options->out_dtype, "dtype of the written .npy files")
       ->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
+  cmd->add_option("--dtype", options->dtype,
+                  "Element type the scheduled algorithms run in: the inputs are rounded to it and the outputs "
+                  "computed in it (LSE float32); without --line-words, lines of 64 bytes of it")
+      ->check(CLI::IsMember({"float32", "float16", "bfloat16"}))->capture_default_str();
   cmd->add_option("--out", options->out, "Output directory (written all or nothing)")->required();
-  cmd->callback([options] { run_attention(*options); });
+  cmd->callback([options, line_words] {
+    // A 64-byte line of the run's elements unless --line-words says otherwise (32 for 16-bit).
+    if (line_words->count() == 0) {
+      options->line_words = io::line_words_of(options->dtype == "float16"    ? ElementType::fp16
+                                              : options->dtype == "bfloat16" ? ElementType::bf16
+                                                                             : ElementType::fp32);
+    }
+    run_attention(*options);
+  });
 }
 
 }  // namespace spattn::cli

@@ -2,6 +2,8 @@
 // so the code does not depend on the host's byte order; data moves in bounded chunks.
 #include <sparse_formats/npy.hpp>
 
+#include <sparse_formats/float16.hpp>
+
 #include <sparse_formats/error.hpp>
 
 #include "atomic_file.hpp"
@@ -29,7 +31,7 @@ constexpr std::size_t kChunkElements = std::size_t{1} << 16;
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 struct NpyHeader {
-  int64_t item_bytes = 0;  // 4 ('<f4') or 8 ('<f8')
+  int64_t item_bytes = 0;  // 2 ('<f2'), 4 ('<f4') or 8 ('<f8')
   std::vector<int64_t> shape;
 };
 
@@ -146,19 +148,20 @@ class HeaderParser {
   int64_t parse_descr() {
     skip_space();
     if (pos_ < text_.size() && (text_[pos_] == '[' || text_[pos_] == '{')) {
-      field_error("descr", "[...]", "structured dtypes are not supported (only '<f4' and '<f8')");
+      field_error("descr", "[...]", "structured dtypes are not supported (only '<f2', '<f4' and '<f8')");
     }
     const std::string descr = parse_string("the 'descr' value");
     const std::string quoted = "'" + descr + "'";
     if (descr == "<f8") return 8;
     if (descr == "<f4") return 4;
+    if (descr == "<f2") return 2;
     if (descr.size() > 1 && descr[0] == '>') {
-      field_error("descr", quoted, "big-endian data is not supported (only '<f4' and '<f8')");
+      field_error("descr", quoted, "big-endian data is not supported (only '<f2', '<f4' and '<f8')");
     }
     if (descr.size() > 1 && descr[1] == 'O') {
-      field_error("descr", quoted, "object arrays are not supported (only '<f4' and '<f8')");
+      field_error("descr", quoted, "object arrays are not supported (only '<f2', '<f4' and '<f8')");
     }
-    field_error("descr", quoted, "unsupported dtype (only '<f4' and '<f8')");
+    field_error("descr", quoted, "unsupported dtype (only '<f2', '<f4' and '<f8')");
   }
 
   void parse_fortran_order() {
@@ -232,6 +235,7 @@ uint64_t little_endian_bits(const unsigned char* bytes, std::size_t count) {
 template <typename T>
 T decode(const unsigned char* bytes, int64_t item_bytes, int64_t flat_index,
          const std::string& source) {
+  if (item_bytes == 2) return static_cast<T>(float16_value(static_cast<uint16_t>(little_endian_bits(bytes, 2))));
   if (item_bytes == 4) {
     const auto bits = static_cast<uint32_t>(little_endian_bits(bytes, 4));
     float value;
@@ -312,7 +316,7 @@ NpyArrayT<T> read_npy(std::istream& in, const std::string& source_name,
          data_bytes < count * header.item_bytes ? " (file truncated)" : " (trailing bytes)");
   }
 
-  // count is now bounded by the file's size (twice it for '<f4' read as double).
+  // count is now bounded by the file's size (up to four times it for '<f2' read as double).
   NpyArrayT<T> array;
   array.shape = header.shape;
   array.data = internal::allocate<T>(

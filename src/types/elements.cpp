@@ -2,6 +2,8 @@
 // __float2bfloat16_rn.
 #include <spattn/elements.hpp>
 
+#include <sparse_formats/float16.hpp>
+
 #include <cmath>
 #include <cstring>
 
@@ -53,20 +55,7 @@ half_t to_half(float value) {
   return h;
 }
 
-float to_float(half_t value) {
-  const uint32_t sign = (value.bits & 0x8000u) ? 1u : 0u;
-  const int exponent = (value.bits >> 10) & 0x1f;
-  const int mantissa = value.bits & 0x3ff;
-  float magnitude = 0.0f;
-  if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-  } else if (exponent == 31) {
-    magnitude = mantissa == 0 ? INFINITY : NAN;
-  } else {
-    magnitude = std::ldexp(static_cast<float>(1024 + mantissa), exponent - 25);
-  }
-  return sign ? -magnitude : magnitude;
-}
+float to_float(half_t value) { return sparse_formats::float16_value(value.bits); }
 
 bfloat16_t to_bfloat16(float value) {
   const uint32_t x = bits_of(value);

@@ -1,6 +1,7 @@
 // The spattn program as a user meets it: exit codes (0 ok, 1 runtime error, 2 usage error), one
 // clear line per error naming the argument, outputs written all or nothing.
 #include <sparse_formats/npy.hpp>
+#include <spattn/elements.hpp>
 
 #include "support/run_program.hpp"
 
@@ -120,6 +121,51 @@ TEST_F(CliTest, ScheduledAlgorithmsAgreeWithTheReferenceAndReportTheirIo) {
       for (size_t i = 0; i < got.data.size(); ++i) EXPECT_NEAR(got.data[i], want.data[i], 1e-4) << name;
     }
   }
+}
+
+// float16 .npy inputs (NumPy's '<f2', written here byte by byte) are read exactly; --dtype runs the
+// scheduled algorithms in float16 or bfloat16, within those types' rounding of the reference.
+TEST_F(CliTest, AttentionReadsFloat16AndRunsIn16BitTypes) {
+  auto write_half = [&](const std::string& name, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::string dict = "{'descr': '<f2', 'fortran_order': False, 'shape': (33, 8), }";
+    dict.append(64 - (10 + dict.size() + 1) % 64, ' ');
+    dict += '\n';
+    std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+    bytes += {static_cast<char>(dict.size() & 0xff), static_cast<char>(dict.size() >> 8)};
+    bytes += dict;
+    for (int i = 0; i < 33 * 8; ++i) {
+      const uint16_t bits = spattn::to_half(uniform(rng)).bits;
+      bytes += {static_cast<char>(bits & 0xff), static_cast<char>(bits >> 8)};
+    }
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  };
+  const std::string args = "attention --q " + write_half("q.npy", 1) + " --k " + write_half("k.npy", 2) + " --v " +
+                           write_half("v.npy", 3) + " --do " + write_half("do.npy", 4) + " --mask causal";
+  const Result reference = run(args + " --out " + (dir_ / "ref").string());
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  for (const auto& [dtype, tolerance] : {std::pair<std::string, double>{"float16", 4e-3}, {"bfloat16", 3e-2}}) {
+    const std::string out = (dir_ / dtype).string();
+    const Result r = run(args + " --dtype " + dtype + " --algorithm flash --io --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("lines of 32 words"), std::string::npos) << r.output;  // a 64-byte line of them
+    for (const char* name : {"o.npy", "dq.npy", "dk.npy", "dv.npy"}) {
+      const auto got = sparse_formats::read_npy<double>((fs::path(out) / name).string());
+      const auto want = sparse_formats::read_npy<double>((dir_ / "ref" / name).string());
+      ASSERT_EQ(got.data.size(), want.data.size());
+      double worst = 0;
+      for (size_t i = 0; i < got.data.size(); ++i) worst = std::max(worst, std::fabs(got.data[i] - want.data[i]));
+      EXPECT_LE(worst, tolerance) << dtype << " " << name;
+      EXPECT_GT(worst, 0.0) << dtype << " " << name << ": rounded to the type, not equal to the reference";
+    }
+  }
+  const Result refused = run(args + " --dtype bfloat16 --out " + (dir_ / "no").string());
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("--dtype bfloat16: 16-bit tensors run the dense scheduled algorithms"),
+            std::string::npos) << refused.output;
 }
 
 TEST_F(CliTest, FailuresLeaveTheOutputDirectoryUntouched) {

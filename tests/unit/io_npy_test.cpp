@@ -169,6 +169,20 @@ TEST(Npy, ReadsVersions2And3AndDoubleQuotes) {
   EXPECT_EQ(quoted.shape, (std::vector<int64_t>{1, 2}));
 }
 
+TEST(Npy, ReadsHalfPrecisionExactly) {
+  // By hand: 0x3c00 = 1, 0xc000 = -2, 0x3555 = 0.333251953125 (1 + 341/1024, times 2^-2),
+  // 0x0001 = 2^-24 (the smallest subnormal), 0x7bff = 65504 (the largest finite), 0x7c00 = inf.
+  const std::vector<uint16_t> bits = {0x3c00, 0xc000, 0x3555, 0x0001, 0x7bff, 0x7c00};
+  std::string data;
+  for (uint16_t b : bits) data += {static_cast<char>(b & 0xff), static_cast<char>(b >> 8)};
+  const std::string header = "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }";
+  const std::vector<double> expected = {1.0, -2.0, 0.333251953125, std::ldexp(1.0, -24), 65504.0, INFINITY};
+  const auto wide = read_bytes<double>(npy_bytes(header, data));
+  EXPECT_EQ(wide.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(wide.data, expected);
+  EXPECT_EQ(read_bytes<float>(npy_bytes(header, data)).data, std::vector<float>(expected.begin(), expected.end()));
+}
+
 TEST(Npy, ConvertsBetweenFloatAndDouble) {
   const auto widened =
       read_bytes<double>(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
@@ -259,10 +273,16 @@ TEST(NpyMalformed, IntegerDtype) {
       {"header field 'descr' = '<i4'", "unsupported dtype"});
 }
 
-TEST(NpyMalformed, HalfPrecisionDtype) {
+TEST(NpyMalformed, BigEndianHalfPrecision) {
   expect_read_error(
-      npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", std::string(4, '\0')),
-      {"'descr' = '<f2'", "only '<f4' and '<f8'"});
+      npy_bytes("{'descr': '>f2', 'fortran_order': False, 'shape': (2,), }", std::string(4, '\0')),
+      {"'descr' = '>f2'", "only '<f2', '<f4' and '<f8'"});
+}
+
+TEST(NpyMalformed, HalfPrecisionDataOfTheWrongSize) {
+  expect_read_error(
+      npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }", std::string(4, '\0')),
+      {"data is 4 bytes but shape (3,) of '<f2' needs 6 bytes (file truncated)"});
 }
 
 TEST(NpyMalformed, ObjectArray) {

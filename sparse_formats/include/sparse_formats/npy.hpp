@@ -1,9 +1,9 @@
 // NumPy .npy reading and writing:
 // https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html
 //
-// Read: format versions 1.0, 2.0 and 3.0; dtypes '<f4' and '<f8' only, read into float or double
-// (converting: '<f8' read as float rounds to nearest, and a finite value beyond float's range is an
-// error); 'fortran_order' must be False; any rank, including 0-d (one element) and shapes with a
+// Read: format versions 1.0, 2.0 and 3.0; dtypes '<f2', '<f4' and '<f8' only, read into float or
+// double (converting: '<f2' exactly, '<f8' read as float rounds to nearest, and a finite value
+// beyond float's range is an error); 'fortran_order' must be False; any rank, including 0-d (one element) and shapes with a
 // zero dimension (no elements). NaN / Inf stored in the file are passed through unchanged.
 // Rejected with FormatError "<source_name>: <what is wrong>" naming the header field and value:
 // bad magic, unsupported version, a header longer than 65536 bytes, a malformed header dict
