@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define SPATTN_CONVERT_X86 1
 #endif
@@ -75,8 +76,13 @@ bool has_avx2() {
   static const bool supported = __builtin_cpu_supports("avx2");
   return supported;
 }
+// F16C from cpuid (leaf 1, ecx): clang's __builtin_cpu_supports has no "f16c"; "avx" checks that
+// the OS saves the ymm registers.
 bool has_f16c() {
-  static const bool supported = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool supported = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return supported;
 }
 
