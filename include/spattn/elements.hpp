@@ -32,6 +32,10 @@ half_t from_float<half_t>(float value);
 template <>
 bfloat16_t from_float<bfloat16_t>(float value);
 
+// Whether T is one of the 16-bit types.
+template <typename T>
+inline constexpr bool is_16bit_element_v = std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>;
+
 enum class ElementType { fp32, fp16, bf16 };
 const char* element_type_name(ElementType type);  // "fp32" / "fp16" / "bf16"
 template <typename T>

@@ -265,8 +265,6 @@ void widen_16bit(Storage storage, const uint16_t* in, int64_t stride, int64_t co
 void narrow_16bit(Storage storage, const float* in, int64_t count, uint16_t* out, int64_t stride);
 
 template <typename H>
-inline constexpr bool is_16bit_element = std::is_same_v<H, half_t> || std::is_same_v<H, bfloat16_t>;
-template <typename H>
 inline constexpr Storage storage_of = std::is_same_v<H, half_t> ? Storage::fp16 : Storage::bf16;
 
 // A view of a rows x cols matrix in slow memory, element (r, c) at data[r * row_stride +
@@ -281,7 +279,7 @@ class SlowMatrix {
   SlowMatrix(T* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride = 1)
       : data_(data), rows_(rows), cols_(cols), row_stride_(row_stride), col_stride_(col_stride) {}
   // A float view of 16-bit elements (half_t or bfloat16_t; Storage above).
-  template <typename H, std::enable_if_t<is_16bit_element<std::remove_const_t<H>> && std::is_same_v<Value, float> &&
+  template <typename H, std::enable_if_t<is_16bit_element_v<std::remove_const_t<H>> && std::is_same_v<Value, float> &&
                                              (std::is_const_v<T> || !std::is_const_v<H>),
                                          int> = 0>
   SlowMatrix(H* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride = 1)

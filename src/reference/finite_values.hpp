@@ -20,7 +20,7 @@ namespace spattn::reference {
 // read from their bits (an all-ones exponent is infinity or NaN), so no conversion runs.
 template <typename T>
 bool finite_element(T value, bool minus_infinity_allowed) {
-  if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) {
+  if constexpr (is_16bit_element_v<T>) {
     const uint16_t exponent = std::is_same_v<T, half_t> ? 0x7c00 : 0x7f80;
     return (value.bits & exponent) != exponent;
   } else {
@@ -35,13 +35,12 @@ template <typename T>
 void check_finite(const char* where, const char* name, const TensorView<const T>& t,
                   bool minus_infinity_allowed = false) {
   if (t.data == nullptr) return;  // no elements (the shape checks refuse data-less tensors with any)
-  constexpr bool is_16bit = std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>;
   for (int64_t b = 0; b < t.shape[0]; ++b) {
     for (int64_t h = 0; h < t.shape[1]; ++h) {
       for (int64_t i = 0; i < t.shape[2]; ++i) {
         const T* row = t.row(b, h, i);
         const int64_t step = t.stride[3];
-        if constexpr (!is_16bit) {
+        if constexpr (!is_16bit_element_v<T>) {
           // The common case in one branch-free pass (x - x is 0 for finite x and NaN otherwise).
           T sum = 0;
           for (int64_t j = 0; j < t.shape[3]; ++j) sum += row[j * step] - row[j * step];
@@ -51,7 +50,7 @@ void check_finite(const char* where, const char* name, const TensorView<const T>
           const T value = row[j * step];
           if (finite_element(value, minus_infinity_allowed)) continue;
           double printed = 0.0;
-          if constexpr (is_16bit) printed = to_float(value);
+          if constexpr (is_16bit_element_v<T>) printed = to_float(value);
           else printed = static_cast<double>(value);
           fail(where, ": ", name, "[", b, ", ", h, ", ", i, ", ", j, "] = ", printed,
                " is not finite (spattn refuses NaN and infinity in its inputs; docs/api.md)");
