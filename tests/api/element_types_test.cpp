@@ -4,6 +4,7 @@
 // rectangular masks for flash, small_cache and auto; counted == predicted in words and in lines of
 // 32 16-bit words; identical bits for any thread count; non-finite 16-bit inputs refused by name.
 #include "support/half_precision.hpp"
+#include "support/half_precision_cpu.hpp"
 
 #include <spattn/attention.hpp>
 #include <spattn/io.hpp>
@@ -81,60 +82,6 @@ TEST(ElementTypes, ConversionsRoundToNearestEvenOnEveryPath) {
   spattn::io::narrow_16bit(spattn::io::Storage::bf16, ties, 2, out, 1);
   EXPECT_EQ(out[0], 0x3f80u);
   EXPECT_EQ(out[1], 0x3f82u);
-}
-
-// Forward, then backward from the run's own 16-bit O (as a training step runs); outputs start as
-// NaN, so an element nothing writes shows up.
-template <typename T>
-Outputs run_cpu(const Problem& p, const std::vector<Mask>& masks, AttentionOptions options,
-                Plan* forward_plan = nullptr, Plan* backward_plan = nullptr) {
-  const std::vector<T> q = to_elements<T>(p.q), k = to_elements<T>(p.k), v = to_elements<T>(p.v);
-  const std::vector<T> d_o = to_elements<T>(p.d_o);
-  std::vector<T> o = nan_filled<T>(p.o_numel()), dq = nan_filled<T>(p.q_numel());
-  std::vector<T> dk = nan_filled<T>(p.k_numel()), dv = nan_filled<T>(p.v_numel());
-  std::vector<float> lse(static_cast<size_t>(p.batch * p.heads * p.n_q), NAN);
-  auto in = [&](const std::vector<T>& x, int64_t heads, int64_t n, int64_t dim) {
-    return TensorView<const T>::contiguous(x.data(), p.batch, heads, n, dim);
-  };
-  auto out = [&](std::vector<T>& x, int64_t heads, int64_t n, int64_t dim) {
-    return TensorView<T>::contiguous(x.data(), p.batch, heads, n, dim);
-  };
-  const spattn::HeadMasks head_masks = masks.size() == 1 ? spattn::HeadMasks(masks.front()) : spattn::HeadMasks(masks);
-  spattn::io::Ledger forward_ledger(32), backward_ledger(32);
-  options.ledger = forward_plan != nullptr ? &forward_ledger : nullptr;
-  const Plan forward = spattn::attention_forward(in(q, p.heads, p.n_q, p.d), in(k, p.kv_heads, p.n_k, p.d),
-                                                 in(v, p.kv_heads, p.n_k, p.e), out(o, p.heads, p.n_q, p.e),
-                                                 TensorView<float>::contiguous(lse.data(), p.batch, p.heads, p.n_q, 1),
-                                                 head_masks, options);
-  options.ledger = backward_plan != nullptr ? &backward_ledger : nullptr;
-  const Plan backward = spattn::attention_backward(
-      in(q, p.heads, p.n_q, p.d), in(k, p.kv_heads, p.n_k, p.d), in(v, p.kv_heads, p.n_k, p.e),
-      in(o, p.heads, p.n_q, p.e), TensorView<const float>::contiguous(lse.data(), p.batch, p.heads, p.n_q, 1),
-      in(d_o, p.heads, p.n_q, p.e), out(dq, p.heads, p.n_q, p.d), out(dk, p.kv_heads, p.n_k, p.d),
-      out(dv, p.kv_heads, p.n_k, p.e), head_masks, options);
-  // Counted == predicted, in words and in lines of 32 16-bit words (the ledger's).
-  for (const auto& [plan, ledger, target] : {std::tuple{&forward, &forward_ledger, forward_plan},
-                                             std::tuple{&backward, &backward_ledger, backward_plan}}) {
-    if (target == nullptr) continue;
-    *target = *plan;
-    EXPECT_EQ(plan->line_words, 32);
-    EXPECT_EQ(ledger->reads(), plan->reads);
-    EXPECT_EQ(ledger->writes(), plan->writes);
-    if (plan->lines_predicted) {
-      EXPECT_EQ(ledger->total_lines().reads, plan->read_lines);
-      EXPECT_EQ(ledger->total_lines().writes, plan->write_lines);
-    }
-  }
-  return {to_floats(o), lse, to_floats(dq), to_floats(dk), to_floats(dv)};
-}
-
-AttentionOptions options_for(Algorithm algorithm, int threads = 2) {
-  AttentionOptions options;
-  options.algorithm = algorithm;
-  // Several tiles per head at these sizes; small_cache's tiles fit a far smaller M.
-  options.cache_words = algorithm == Algorithm::small_cache ? 600 : 4096;
-  options.threads = threads;
-  return options;
 }
 
 template <typename T>

@@ -98,7 +98,7 @@ TEST(FlashKernels, ThePortableSetIsAlwaysThereAndUnsupportedSetsAreRefused) {
   EXPECT_TRUE(kernels::kernel_isa_supported(KernelIsa::portable));
   EXPECT_STREQ(kernels::kernel_isa_name(KernelIsa::avx512), "avx512");
   const IsaGuard guard;
-  for (KernelIsa isa : {KernelIsa::avx2, KernelIsa::avx512}) {
+  for (KernelIsa isa : {KernelIsa::avx2, KernelIsa::avx512, KernelIsa::avx512_bf16}) {
     if (kernels::kernel_isa_supported(isa)) continue;
     try {
       kernels::set_kernel_isa(isa);

@@ -12,7 +12,7 @@ namespace spattn_test {
 inline std::vector<spattn::schedules::flash_kernels::KernelIsa> supported_isas() {
   using spattn::schedules::flash_kernels::KernelIsa;
   std::vector<KernelIsa> isas;
-  for (KernelIsa isa : {KernelIsa::portable, KernelIsa::avx2, KernelIsa::avx512}) {
+  for (KernelIsa isa : {KernelIsa::portable, KernelIsa::avx2, KernelIsa::avx512, KernelIsa::avx512_bf16}) {
     if (spattn::schedules::flash_kernels::kernel_isa_supported(isa)) isas.push_back(isa);
   }
   return isas;

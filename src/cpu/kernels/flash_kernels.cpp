@@ -13,6 +13,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(SPATTN_KERNELS_X86)
+#include <cpuid.h>
+#endif
+
 namespace spattn::schedules::flash_kernels {
 
 // Here, in a translation unit without kernels, so that the scalar steps load the constants from
@@ -31,10 +35,25 @@ constexpr KernelTable kPortable{isa::forward_portable, isa::dq_portable, isa::dk
 #if defined(SPATTN_KERNELS_X86)
 constexpr KernelTable kAvx2{isa::forward_avx2, isa::dq_avx2, isa::dkdv_avx2};
 constexpr KernelTable kAvx512{isa::forward_avx512, isa::dq_avx512, isa::dkdv_avx512};
+constexpr KernelTable kAvx512Bf16{isa::forward_avx512_bf16, isa::dq_avx512_bf16, isa::dkdv_avx512_bf16};
+
+// AVX512_BF16 from cpuid (leaf 7, subleaf 1, eax bit 5): neither GCC 12's nor clang 14's
+// __builtin_cpu_supports can be relied on to name it. (The avx512 check before it covers the OS
+// saving the zmm registers.)
+bool has_avx512_bf16() {
+  static const bool supported = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 5)) != 0;
+  }();
+  return supported;
+}
 #endif
+
+constexpr KernelIsa kAllIsas[] = {KernelIsa::portable, KernelIsa::avx2, KernelIsa::avx512, KernelIsa::avx512_bf16};
 
 const KernelTable& table_of(KernelIsa isa) {
 #if defined(SPATTN_KERNELS_X86)
+  if (isa == KernelIsa::avx512_bf16) return kAvx512Bf16;
   if (isa == KernelIsa::avx512) return kAvx512;
   if (isa == KernelIsa::avx2) return kAvx2;
 #endif
@@ -43,24 +62,25 @@ const KernelTable& table_of(KernelIsa isa) {
 }
 
 KernelIsa best_supported() {
+  if (kernel_isa_supported(KernelIsa::avx512_bf16)) return KernelIsa::avx512_bf16;
   if (kernel_isa_supported(KernelIsa::avx512)) return KernelIsa::avx512;
   if (kernel_isa_supported(KernelIsa::avx2)) return KernelIsa::avx2;
   return KernelIsa::portable;
 }
 
-// The set the environment asks for (SPATTN_KERNELS=portable|avx2|avx512), else the widest
+// The set the environment asks for (SPATTN_KERNELS=portable|avx2|avx512|avx512_bf16), else the widest
 // supported one. A name that is unknown or not supported here is an error, not a silent fallback.
 KernelIsa initial_isa() {
   const char* requested = std::getenv("SPATTN_KERNELS");
   if (requested == nullptr || *requested == '\0') return best_supported();
-  for (KernelIsa isa : {KernelIsa::portable, KernelIsa::avx2, KernelIsa::avx512}) {
+  for (KernelIsa isa : kAllIsas) {
     if (std::strcmp(requested, kernel_isa_name(isa)) != 0) continue;
     if (!kernel_isa_supported(isa)) {
       fail("SPATTN_KERNELS=", requested, ": this CPU or build does not support these kernels");
     }
     return isa;
   }
-  fail("SPATTN_KERNELS=", requested, " is not one of portable, avx2, avx512");
+  fail("SPATTN_KERNELS=", requested, " is not one of portable, avx2, avx512, avx512_bf16");
 }
 
 // The set in use; -1 until first asked.
@@ -82,6 +102,7 @@ const char* kernel_isa_name(KernelIsa isa) {
     case KernelIsa::portable: return "portable";
     case KernelIsa::avx2: return "avx2";
     case KernelIsa::avx512: return "avx512";
+    case KernelIsa::avx512_bf16: return "avx512_bf16";
   }
   return "?";
 }
@@ -97,6 +118,8 @@ bool kernel_isa_supported(KernelIsa isa) {
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case KernelIsa::avx512_bf16:
+      return kernel_isa_supported(KernelIsa::avx512) && has_avx512_bf16();
 #endif
     default:
       return false;
@@ -115,8 +138,44 @@ void set_kernel_isa(KernelIsa isa) {
   current_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 
-void forward_tile(const ForwardTile& tile) { current_table().forward(tile); }
-void dq_tile(const DqTile& tile) { current_table().dq(tile); }
-void dkdv_tile(const DkdvTile& tile) { current_table().dkdv(tile); }
+bool packs_bf16_pairs(int64_t rows_outer, int64_t width) {
+  return kernel_isa() == KernelIsa::avx512_bf16 && rows_outer >= 16 && width <= kMaxPairWidth;
+}
+
+const uint32_t* pack_bf16_pairs(float* tile, int64_t width, int64_t rows) {
+  if (!packs_bf16_pairs(rows, width)) {
+    fail("pack_bf16_pairs: the ", kernel_isa_name(kernel_isa()), " kernels do not take a tile of ", rows,
+         " rows and width ", width, " as bfloat16 pairs");
+  }
+#if defined(SPATTN_KERNELS_X86)
+  return isa::pack_bf16_pairs_avx512_bf16(tile, width, rows);
+#else
+  (void)tile;
+  return nullptr;
+#endif
+}
+
+namespace {
+// A step handed pairs runs only on the set that packed them (a set changed in between would read
+// the packed bytes as floats).
+void check_pairs(bool has_pairs, const char* step) {
+  if (has_pairs && kernel_isa() != KernelIsa::avx512_bf16) {
+    fail(step, ": the tile holds bfloat16 pairs, but the ", kernel_isa_name(kernel_isa()), " kernels are in use");
+  }
+}
+}  // namespace
+
+void forward_tile(const ForwardTile& tile) {
+  check_pairs(tile.q_pairs != nullptr, "flash forward_tile");
+  current_table().forward(tile);
+}
+void dq_tile(const DqTile& tile) {
+  check_pairs(tile.q_pairs != nullptr || tile.do_pairs != nullptr, "flash dq_tile");
+  current_table().dq(tile);
+}
+void dkdv_tile(const DkdvTile& tile) {
+  check_pairs(tile.k_pairs != nullptr || tile.v_pairs != nullptr, "flash dkdv_tile");
+  current_table().dkdv(tile);
+}
 
 }  // namespace spattn::schedules::flash_kernels

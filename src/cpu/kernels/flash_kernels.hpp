@@ -15,7 +15,16 @@
 // (bit_stride = the inner tile size the mask was built for).
 //
 // Each step exists in a few instruction-set variants (portable C++ with GCC/Clang vector types,
-// AVX2+FMA, AVX-512: flash_kernels_isa.hpp), chosen once at run time for this CPU (kernel_isa()).
+// AVX2+FMA, AVX-512, AVX-512 with AVX512_BF16: flash_kernels_isa.hpp), chosen once at run time for
+// this CPU (kernel_isa()).
+//
+// bfloat16 pairs: where the outer tile's operands of a score product hold bfloat16 values (a
+// bfloat16 call: they were widened exactly as they were loaded) and the kernels in use take them
+// (packs_bf16_pairs), the schedule packs that tile in place into pairs (pack_bf16_pairs) and hands
+// the pairs over instead (q_pairs, do_pairs, k_pairs, v_pairs; the float pointer is then not
+// read). The score product then multiplies two bfloat16s at a time (vdpbf16ps), into float32
+// sums; the inner tile's rows are converted to pairs as the product goes, exactly as well. The
+// accumulating products (P V, dS K, P^T dO, dS^T Q) stay float32: P and dS are not bfloat16 values.
 // Within one variant every result is a fixed function of the tile shapes, so bit-identical for any
 // thread count and across runs; between variants the last bits may differ (vector widths change
 // the register blocking and so the partial sums of a score product; the portable variant has no
@@ -31,6 +40,7 @@ namespace spattn::schedules::flash_kernels {
 // acc' = acc e^{m - m'} + P^T V). A row whose scores are all -inf so far is left unchanged.
 struct ForwardTile {
   const float* q_t = nullptr;  // (d, rows_q), the query tile transposed
+  const uint32_t* q_pairs = nullptr;  // or that tile packed as bfloat16 pairs (pack_bf16_pairs)
   const float* k = nullptr;    // (rows_k, d)
   const float* v = nullptr;    // (rows_k, e)
   int64_t rows_q = 0, rows_k = 0, d = 0, e = 0;
@@ -48,6 +58,8 @@ struct ForwardTile {
 struct DqTile {
   const float* q_t = nullptr;    // (d, rows_q)
   const float* do_t = nullptr;   // (e, rows_q)
+  const uint32_t* q_pairs = nullptr;   // or Q^T packed as bfloat16 pairs (pack_bf16_pairs)
+  const uint32_t* do_pairs = nullptr;  // or dO^T packed so
   const float* lse = nullptr;    // (rows_q)
   const float* delta = nullptr;  // (rows_q)
   const float* k = nullptr;      // (rows_k, d)
@@ -65,6 +77,8 @@ struct DqTile {
 struct DkdvTile {
   const float* k_t = nullptr;    // (d, rows_k)
   const float* v_t = nullptr;    // (e, rows_k)
+  const uint32_t* k_pairs = nullptr;  // or K^T packed as bfloat16 pairs (pack_bf16_pairs)
+  const uint32_t* v_pairs = nullptr;  // or V^T packed so
   const float* q = nullptr;      // (rows_q, d)
   const float* d_o = nullptr;    // (rows_q, e)
   const float* lse = nullptr;    // (rows_q)
@@ -78,18 +92,33 @@ struct DkdvTile {
   float* dv = nullptr;     // (rows_k, e)
 };
 
-enum class KernelIsa : uint8_t { portable, avx2, avx512 };
-const char* kernel_isa_name(KernelIsa isa);  // "portable", "avx2", "avx512"
+// avx512_bf16: the avx512 kernels, whose score products take bfloat16 pairs (vdpbf16ps) where the
+// schedule packs them; on float32 tiles the two sets compute the same bits.
+enum class KernelIsa : uint8_t { portable, avx2, avx512, avx512_bf16 };
+const char* kernel_isa_name(KernelIsa isa);  // "portable", "avx2", "avx512", "avx512_bf16"
 
 // Whether this CPU (and build) can run `isa`.
 bool kernel_isa_supported(KernelIsa isa);
-// The set in use: the one the environment variable SPATTN_KERNELS names (portable, avx2 or
-// avx512; InvalidArgument when unknown or unsupported here), else the widest supported one,
+// The set in use: the one the environment variable SPATTN_KERNELS names (portable, avx2, avx512
+// or avx512_bf16; InvalidArgument when unknown or unsupported here), else the widest supported one,
 // unless set_kernel_isa chose another. Decided on first use; the schedules ask before they start.
 KernelIsa kernel_isa();
 // For tests and measurements: use `isa` from now on (process-wide). Throws InvalidArgument when
 // it is not supported here.
 void set_kernel_isa(KernelIsa isa);
+
+// The widest head dim (d or e) whose tiles may be packed as pairs: the score product converts a
+// block of inner rows to pairs on the stack.
+inline constexpr int64_t kMaxPairWidth = 512;
+// Whether the kernels in use take an outer tile of `rows_outer` rows and `width` (d or e) rows of
+// the transposed layout as bfloat16 pairs: the avx512_bf16 set, a tile of at least a vector of
+// rows (narrower ones take the scalar steps) and width <= kMaxPairWidth.
+bool packs_bf16_pairs(int64_t rows_outer, int64_t width);
+// Packs an outer tile (width, rows) row-major, whose floats are bfloat16 values (a bfloat16 call's
+// tiles), in place into (ceil(width / 2), rows) pairs: pair (x, r) holds element (2x, r) in its
+// low 16 bits and (2x + 1, r) in its high ones (0 past an odd width). Returns the pairs, which
+// take the first half of the tile's bytes. Only where packs_bf16_pairs(rows, width).
+const uint32_t* pack_bf16_pairs(float* tile, int64_t width, int64_t rows);
 
 void forward_tile(const ForwardTile& tile);
 void dq_tile(const DqTile& tile);

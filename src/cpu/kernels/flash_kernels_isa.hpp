@@ -4,6 +4,7 @@
 //                                         steps every set uses for tiles narrower than a vector
 //   avx2      flash_kernels_avx2.cpp      8 lanes, AVX2 + FMA (x86-64 with GCC or Clang only)
 //   avx512    flash_kernels_avx512.cpp    16 lanes, AVX-512 F/VL/BW/DQ (x86-64 with GCC or Clang)
+//   avx512_bf16  flash_kernels_avx512_bf16.cpp  the same, with AVX512_BF16's pair products
 #pragma once
 
 #include "cpu/kernels/flash_kernels.hpp"
@@ -30,6 +31,11 @@ void dkdv_avx2(const DkdvTile& t);
 void forward_avx512(const ForwardTile& t);
 void dq_avx512(const DqTile& t);
 void dkdv_avx512(const DkdvTile& t);
+
+void forward_avx512_bf16(const ForwardTile& t);
+void dq_avx512_bf16(const DqTile& t);
+void dkdv_avx512_bf16(const DkdvTile& t);
+const uint32_t* pack_bf16_pairs_avx512_bf16(float* tile, int64_t width, int64_t rows);
 #endif
 
 }  // namespace spattn::schedules::flash_kernels::isa

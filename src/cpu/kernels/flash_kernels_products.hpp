@@ -22,7 +22,9 @@ namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE {
 // inner tile a streamed accumulating block holds (accumulate_streamed). HeldRows x HeldVectors: the
 // block of an accumulator a register-held accumulating block keeps (accumulate_block; 0 x 0: this
 // configuration always streams). The rest of the 16 or 32 registers take the operands streamed.
-template <typename Lanes, int ScoreRegs, int StreamRegs, int HeldRows, int HeldVectors>
+// Bf16Pairs: the score products take outer tiles packed as bfloat16 pairs (flash_kernels_pairs.hpp,
+// whose translation unit alone defines score_product_pairs).
+template <typename Lanes, int ScoreRegs, int StreamRegs, int HeldRows, int HeldVectors, bool Bf16Pairs = false>
 struct Config {
   using L = Lanes;
   // x86-64's vector registers: 32 with AVX-512 (the 16-lane type), else 16.
@@ -31,6 +33,7 @@ struct Config {
   static constexpr int kStreamRegs = StreamRegs;
   static constexpr int kHeldRows = HeldRows;
   static constexpr int kHeldVectors = HeldVectors;
+  static constexpr bool kBf16Pairs = Bf16Pairs;
   static_assert(HeldRows * HeldVectors + HeldVectors + 1 <= kVectorRegs, "a held block spills");
 };
 
@@ -52,22 +55,35 @@ struct EpilogueSpec {
   const float* stats = nullptr;  // per inner row: already offset to the block's first row
 };
 
-// Partial sums per output vector: enough that 8 multiply-add chains are in flight (latency 4 x 2
-// issued per cycle), within `regs` accumulators.
-constexpr int partial_sums(int outputs, int regs) {
+// Partial sums per output vector: enough that `chains` multiply-add chains are in flight (the
+// product's latency x the instructions issued per cycle), within `regs` accumulators.
+constexpr int partial_sums(int outputs, int regs, int chains) {
   int k = 1;
-  while (k * outputs < 8 && 2 * k * outputs <= regs) k *= 2;
+  while (k * outputs < chains && 2 * k * outputs <= regs) k *= 2;
   return k;
 }
+
+// The multiply-add a score product is built from, over float operands: one element of a
+// (broadcast) times a vector of a row of bt. Eight chains in flight: FMA latency 4 x 2 issued per
+// cycle. (The bfloat16 pairs of flash_kernels_pairs.hpp are the other kind.)
+template <typename L>
+struct FloatProduct {
+  using Element = float;    // what a and bt hold
+  using B = typename L::V;  // a vector of bt's row
+  static constexpr int kChains = 8;
+  static SPATTN_KERNEL_INLINE B load_b(const float* p) { return load<L>(p); }
+  static SPATTN_KERNEL_INLINE typename L::V mul(float a, B b) { return a * b; }
+  static SPATTN_KERNEL_INLINE typename L::V madd(typename L::V acc, float a, B b) { return acc + a * b; }
+};
 
 // Whether a score block of I inner rows by C chunks fits the registers: its K N accumulators, the
 // K C vectors of bt it holds (when I > 1: with one inner row they are read by the multiply-adds
 // themselves) and one broadcast. A block that does not fit spills an accumulator to the stack and
 // back on every step of head_dim.
-template <typename Cfg>
+template <typename Cfg, typename Product>
 constexpr bool score_block_fits(int rows, int chunks) {
   const int outputs = rows * chunks;
-  const int k = partial_sums(outputs, Cfg::kScoreRegs);
+  const int k = partial_sums(outputs, Cfg::kScoreRegs, Product::kChains);
   return outputs <= Cfg::kScoreRegs && k * outputs + (rows > 1 ? k * chunks : 0) + 1 <= Cfg::kVectorRegs;
 }
 
@@ -102,21 +118,24 @@ SPATTN_KERNEL_INLINE void write_block(const typename L::V* dot, const EpilogueSp
 }
 
 // I inner rows against C chunks of kLanes outer rows, chunks chunk0 .. chunk0 + C - 1:
-//   s[i][o] = epilogue(sum_x a[i][x] bt[x][o]).
+//   s[i][o] = epilogue(sum_x a[i][x] bt[x][o]),
+// x over `depth` elements of Product (head_dim floats, or pairs of bfloat16s).
 // The last chunk of a row (when rows_o is not a multiple of kLanes) is moved back to end at
 // rows_o: it overlaps the chunk before, recomputes those sums (the same values) and writes only
-// its new lanes. a: (I, d) at stride d; bt: (d, rows_o); s: (I, rows_o).
+// its new lanes. a: (I, depth) at stride depth; bt: (depth, rows_o); s: (I, rows_o).
 // Register arrays are indexed by one flat index per loop (GCC keeps them in registers only when
 // every loop over them unrolls in its first unrolling pass, which takes innermost loops).
-template <typename Cfg, int I, int C>
-SPATTN_KERNEL_INLINE void score_block(const float* SPATTN_RESTRICT a, const float* SPATTN_RESTRICT bt,
-                                      int64_t rows_o, int64_t d, int64_t chunk0,
-                                      const EpilogueSpec& e, float* SPATTN_RESTRICT s) {
+template <typename Cfg, typename Product, int I, int C>
+SPATTN_KERNEL_INLINE void score_block(const typename Product::Element* SPATTN_RESTRICT a,
+                                      const typename Product::Element* SPATTN_RESTRICT bt, int64_t rows_o,
+                                      int64_t depth, int64_t chunk0, const EpilogueSpec& e,
+                                      float* SPATTN_RESTRICT s) {
   using L = typename Cfg::L;
   using V = typename L::V;
+  using B = typename Product::B;
   constexpr int64_t W = L::kLanes;
-  constexpr int N = I * C;                          // output vectors
-  constexpr int K = partial_sums(N, Cfg::kScoreRegs);  // partial sums of each
+  constexpr int N = I * C;                                                // output vectors
+  constexpr int K = partial_sums(N, Cfg::kScoreRegs, Product::kChains);  // partial sums of each
   int64_t start[C], first[C];
   SPATTN_UNROLL for (int c = 0; c < C; ++c) {
     const int64_t o = (chunk0 + c) * W;
@@ -126,28 +145,31 @@ SPATTN_KERNEL_INLINE void score_block(const float* SPATTN_RESTRICT a, const floa
   V acc[K * N];  // acc[k N + i C + c]: partial sum k (x = k mod K) of row i, chunk c
   SPATTN_UNROLL for (int j = 0; j < K * N; ++j) acc[j] = splat<L>(0.0f);
   int64_t x = 0;
-  for (; x + K <= d; x += K) {
-    V b[K * C];
+  for (; x + K <= depth; x += K) {
+    B b[K * C];
     SPATTN_UNROLL for (int j = 0; j < K * C; ++j) {
-      b[j] = load<L>(bt + (x + j / C) * rows_o + start[j % C]);
+      b[j] = Product::load_b(bt + (x + j / C) * rows_o + start[j % C]);
       if constexpr (I > 1) keep_in_register(b[j]);
     }
     SPATTN_UNROLL for (int j = 0; j < K * N; ++j) {
       const int k = j / N, i = (j % N) / C, c = j % C;
-      acc[j] += a[i * d + x + k] * b[k * C + c];
+      acc[j] = Product::madd(acc[j], a[i * depth + x + k], b[k * C + c]);
     }
   }
-  // The last d mod K values of x, each still summed into partial sum x mod K.
-  for (int64_t k = 0; x + k < d; ++k) {
-    V b[C];
-    SPATTN_UNROLL for (int c = 0; c < C; ++c) b[c] = load<L>(bt + (x + k) * rows_o + start[c]);
+  // The last depth mod K values of x, each still summed into partial sum x mod K.
+  for (int64_t k = 0; x + k < depth; ++k) {
+    B b[C];
+    SPATTN_UNROLL for (int c = 0; c < C; ++c) b[c] = Product::load_b(bt + (x + k) * rows_o + start[c]);
     V part[N];
-    SPATTN_UNROLL for (int j = 0; j < N; ++j) part[j] = a[(j / C) * d + x + k] * b[j % C];
+    SPATTN_UNROLL for (int j = 0; j < N; ++j) part[j] = Product::mul(a[(j / C) * depth + x + k], b[j % C]);
     SPATTN_UNROLL for (int j = 0; j < K * N; ++j) {
       if (j / N == k) acc[j] += part[j % N];
     }
   }
   // Partial sums combined in a fixed tree: (p0 + p4) ..., then (p0 + p2) ..., then p0 + p1.
+  if constexpr (K >= 16) {
+    SPATTN_UNROLL for (int j = 0; j < 8 * N; ++j) acc[j] += acc[j + 8 * N];
+  }
   if constexpr (K >= 8) {
     SPATTN_UNROLL for (int j = 0; j < 4 * N; ++j) acc[j] += acc[j + 4 * N];
   }
@@ -161,34 +183,70 @@ SPATTN_KERNEL_INLINE void score_block(const float* SPATTN_RESTRICT a, const floa
 }
 
 // Chunks [chunk, chunks) of I inner rows, C chunks at a time (as many as the registers allow).
-template <typename Cfg, int I>
-SPATTN_KERNEL_INLINE void score_rows(const float* a, const float* bt, int64_t rows_o, int64_t d,
-                                     const EpilogueSpec& e, float* s, int64_t chunk, int64_t chunks) {
+template <typename Cfg, typename Product, int I>
+SPATTN_KERNEL_INLINE void score_rows(const typename Product::Element* a, const typename Product::Element* bt,
+                                     int64_t rows_o, int64_t depth, const EpilogueSpec& e, float* s,
+                                     int64_t chunk, int64_t chunks) {
   while (chunk < chunks) {
     const int64_t left = chunks - chunk;
-    if constexpr (score_block_fits<Cfg>(I, 4)) {
+    if constexpr (score_block_fits<Cfg, Product>(I, 4)) {
       if (left >= 4) {
-        score_block<Cfg, I, 4>(a, bt, rows_o, d, chunk, e, s);
+        score_block<Cfg, Product, I, 4>(a, bt, rows_o, depth, chunk, e, s);
         chunk += 4;
         continue;
       }
     }
-    if constexpr (score_block_fits<Cfg>(I, 3)) {
-      if (left == 3 || (left > 3 && !score_block_fits<Cfg>(I, 4))) {  // the widest block that fits
-        score_block<Cfg, I, 3>(a, bt, rows_o, d, chunk, e, s);
+    if constexpr (score_block_fits<Cfg, Product>(I, 3)) {
+      if (left == 3 || (left > 3 && !score_block_fits<Cfg, Product>(I, 4))) {  // the widest block that fits
+        score_block<Cfg, Product, I, 3>(a, bt, rows_o, depth, chunk, e, s);
         chunk += 3;
         continue;
       }
     }
-    if constexpr (score_block_fits<Cfg>(I, 2)) {
+    if constexpr (score_block_fits<Cfg, Product>(I, 2)) {
       if (left >= 2) {
-        score_block<Cfg, I, 2>(a, bt, rows_o, d, chunk, e, s);
+        score_block<Cfg, Product, I, 2>(a, bt, rows_o, depth, chunk, e, s);
         chunk += 2;
         continue;
       }
     }
-    score_block<Cfg, I, 1>(a, bt, rows_o, d, chunk, e, s);
+    score_block<Cfg, Product, I, 1>(a, bt, rows_o, depth, chunk, e, s);
     chunk += 1;
+  }
+}
+
+// The chunks of lanes a block of inner rows computes: all of them, or (with `ranges`, one per
+// block of kMaxBlockRows inner rows, attended_ranges) those that hold the block's attended outer
+// rows. Empty when the block attends none.
+template <int64_t W>
+SPATTN_KERNEL_INLINE RowRange chunks_of_block(const RowRange* ranges, int64_t i0, int64_t rows_o) {
+  if (ranges == nullptr) return {0, (rows_o + W - 1) / W};
+  const RowRange range = ranges[i0 / kMaxBlockRows];
+  if (range.begin >= range.end) return {0, 0};
+  return {range.begin / W, (range.end + W - 1) / W};
+}
+
+// Calls score_rows for a block of n <= kMaxBlockRows inner rows (n known only at run time).
+template <typename Cfg, typename Product>
+SPATTN_KERNEL_INLINE void score_block_rows(int64_t n, const typename Product::Element* a,
+                                           const typename Product::Element* bt, int64_t rows_o, int64_t depth,
+                                           const EpilogueSpec& e, float* s, RowRange chunks) {
+  switch (n) {
+#define SPATTN_SCORE_CASE(count)                                                               \
+  case count:                                                                                  \
+    score_rows<Cfg, Product, count>(a, bt, rows_o, depth, e, s, chunks.begin, chunks.end);     \
+    break;
+    SPATTN_SCORE_CASE(1)
+    SPATTN_SCORE_CASE(2)
+    SPATTN_SCORE_CASE(3)
+    SPATTN_SCORE_CASE(4)
+    SPATTN_SCORE_CASE(5)
+    SPATTN_SCORE_CASE(6)
+    SPATTN_SCORE_CASE(7)
+    SPATTN_SCORE_CASE(8)
+#undef SPATTN_SCORE_CASE
+    default:
+      break;
   }
 }
 
@@ -204,35 +262,30 @@ SPATTN_KERNEL_INLINE void score_product(const float* a, int64_t rows_i, const fl
   const float* stats = e.stats;
   for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
     const int64_t n = rows_i - i0 < kMaxBlockRows ? rows_i - i0 : kMaxBlockRows;
-    int64_t chunk_begin = 0, chunk_end = (rows_o + W - 1) / W;
-    if (ranges != nullptr) {
-      const RowRange range = ranges[i0 / kMaxBlockRows];
-      if (range.begin >= range.end) continue;
-      chunk_begin = range.begin / W;
-      chunk_end = (range.end + W - 1) / W;
-    }
-    const float* a_rows = a + i0 * d;
+    const RowRange chunks = chunks_of_block<W>(ranges, i0, rows_o);
+    if (chunks.begin >= chunks.end) continue;
     if (e.stats_on_inner) e.stats = stats + i0;
-    float* s_rows = s + i0 * rows_o;
-    switch (n) {
-#define SPATTN_SCORE_CASE(count)                                \
-  case count:                                                   \
-    score_rows<Cfg, count>(a_rows, bt, rows_o, d, e, s_rows,    \
-                           chunk_begin, chunk_end);             \
-    break;
-      SPATTN_SCORE_CASE(1)
-      SPATTN_SCORE_CASE(2)
-      SPATTN_SCORE_CASE(3)
-      SPATTN_SCORE_CASE(4)
-      SPATTN_SCORE_CASE(5)
-      SPATTN_SCORE_CASE(6)
-      SPATTN_SCORE_CASE(7)
-      SPATTN_SCORE_CASE(8)
-#undef SPATTN_SCORE_CASE
-      default:
-        break;
-    }
+    score_block_rows<Cfg, FloatProduct<typename Cfg::L>>(n, a + i0 * d, bt, rows_o, d, e, s + i0 * rows_o, chunks);
   }
+}
+
+// score_product over an outer operand packed as bfloat16 pairs (flash_kernels.hpp,
+// pack_bf16_pairs): defined by flash_kernels_pairs.hpp for the configurations with kBf16Pairs.
+template <typename Cfg>
+void score_product_pairs(const float* a, int64_t rows_i, const uint32_t* bt_pairs,
+                                              int64_t rows_o, int64_t width, EpilogueSpec e, float* s,
+                                              const RowRange* ranges);
+
+// The score product of a step: over the pairs where the schedule packed the outer operand (only
+// for a configuration that takes them), else over the floats.
+template <typename Cfg>
+SPATTN_KERNEL_INLINE void score_product_of(const float* a, int64_t rows_i, const float* bt,
+                                           const uint32_t* bt_pairs, int64_t rows_o, int64_t width,
+                                           EpilogueSpec e, float* s, const RowRange* ranges) {
+  if constexpr (Cfg::kBf16Pairs) {
+    if (bt_pairs != nullptr) return score_product_pairs<Cfg>(a, rows_i, bt_pairs, rows_o, width, e, s, ranges);
+  }
+  score_product<Cfg>(a, rows_i, bt, rows_o, width, e, s, ranges);
 }
 
 }  // namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE

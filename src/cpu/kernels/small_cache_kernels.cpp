@@ -13,7 +13,8 @@ namespace {
 const isa::Table& table() {
   switch (flash_kernels::kernel_isa()) {
 #if defined(SPATTN_KERNELS_X86)
-    case flash_kernels::KernelIsa::avx512: return isa::kAvx512;
+    case flash_kernels::KernelIsa::avx512:
+    case flash_kernels::KernelIsa::avx512_bf16: return isa::kAvx512;
     case flash_kernels::KernelIsa::avx2: return isa::kAvx2;
 #endif
     default: return isa::kPortable;

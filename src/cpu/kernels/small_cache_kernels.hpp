@@ -4,9 +4,10 @@
 //
 // Each function exists per instruction set (portable, AVX2+FMA, AVX-512), compiled in the flash
 // kernels' translation units (flash_kernels_isa.hpp) and chosen with them at run time
-// (flash_kernels::kernel_isa(); SPATTN_KERNELS=portable|avx2|avx512 forces one). Within one set
-// every result is a fixed function of the tile shapes (register blocks, partial sums and their
-// reduction order depend on nothing else), so bit-identical for any thread count and across runs.
+// (flash_kernels::kernel_isa(); SPATTN_KERNELS=portable|avx2|avx512|avx512_bf16 forces one, and
+// avx512_bf16 takes the avx512 set here). Within one set every result is a fixed function of the
+// tile shapes (register blocks, partial sums and their reduction order depend on nothing else),
+// so bit-identical for any thread count and across runs.
 #pragma once
 
 #include <cstdint>

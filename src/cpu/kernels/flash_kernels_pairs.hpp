@@ -1,0 +1,101 @@
+// The score products over bfloat16 pairs (flash_kernels.hpp, "bfloat16 pairs"): AVX512_BF16's
+// vdpbf16ps multiplies 16 lanes of two bfloat16s each and adds both products to a float32 sum,
+// twice the multiply-adds of an FMA per instruction. Included only by the translation unit of the
+// avx512_bf16 set (flash_kernels_avx512_bf16.cpp), after flash_kernels_impl.hpp.
+//
+// Both operands hold bfloat16 values exactly (a bfloat16 call's tiles were widened from them), so
+// the conversions to pairs lose nothing, and the products are exact in float32; only the sums
+// round, as an FMA's do. vdpbf16ps takes bfloat16 subnormals as 0 and flushes subnormal results
+// (below 1.2e-38) to 0. Sums run over pairs of head_dim in a fixed order, so a result is a fixed
+// function of the tile shapes, as in every set.
+#pragma once
+
+#include "cpu/kernels/flash_kernels_impl.hpp"
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE {
+
+// The multiply-add of a score product over bfloat16 pairs (score_block's Product): one pair of a
+// (broadcast to every lane) against a vector of 16 pairs of bt's pair row. vdpbf16ps has a longer
+// latency than an FMA: on a Zen 5 core 12 independent chains ran it at 60 % of its rate and 20 at
+// all of it, so a block aims for 16.
+struct PairProduct {
+  using L = Lanes16;
+  using Element = uint32_t;  // two bfloat16s: element 2x in the low half, 2x + 1 in the high
+  using B = __m512i;
+  static constexpr int kChains = 16;
+  static SPATTN_KERNEL_INLINE B load_b(const uint32_t* p) { return _mm512_loadu_si512(p); }
+  static SPATTN_KERNEL_INLINE L::V madd(L::V acc, uint32_t a, B b) {
+    return (L::V)_mm512_dpbf16_ps((__m512)acc, (__m512bh)_mm512_set1_epi32(static_cast<int>(a)), (__m512bh)b);
+  }
+  static SPATTN_KERNEL_INLINE L::V mul(uint32_t a, B b) { return madd(splat<L>(0.0f), a, b); }
+};
+
+// A row of `width` floats as ceil(width / 2) pairs (0 in the high half past an odd width).
+SPATTN_KERNEL_INLINE void row_to_pairs(const float* row, int64_t width, uint32_t* pairs) {
+  int64_t x = 0;
+  for (; x + 32 <= width; x += 32) {
+    const __m512bh both = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + x + 16), _mm512_loadu_ps(row + x));
+    _mm512_storeu_si512(pairs + x / 2, (__m512i)both);
+  }
+  if (x < width) {
+    const int64_t left = width - x;  // 1 .. 31
+    const __mmask16 low = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
+    const __mmask16 high = static_cast<__mmask16>(left > 16 ? (1u << (left - 16)) - 1 : 0);
+    const __m512bh both = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(high, row + x + 16),
+                                              _mm512_maskz_loadu_ps(low, row + x));
+    const int64_t count = (left + 1) / 2;
+    _mm512_mask_storeu_epi32(pairs + x / 2, static_cast<__mmask16>((1u << count) - 1), (__m512i)both);
+  }
+}
+
+// flash_kernels.hpp, pack_bf16_pairs. In place: pair row p takes the bytes of float row p, which
+// pair row p / 2 < p has read already (and pair row 0 reads each vector of float rows 0 and 1
+// before it writes over it).
+inline const uint32_t* pack_pairs_in_place(float* tile, int64_t width, int64_t rows) {
+  typedef uint16_t Bits16 __attribute__((vector_size(32)));
+  typedef uint32_t Bits32 __attribute__((vector_size(64)));
+  uint32_t* pairs = reinterpret_cast<uint32_t*>(tile);
+  for (int64_t p = 0; p < (width + 1) / 2; ++p) {
+    const float* low_row = tile + 2 * p * rows;
+    const float* high_row = 2 * p + 1 < width ? low_row + rows : nullptr;
+    uint32_t* out = pairs + p * rows;
+    for (int64_t r = 0; r < rows; r += 16) {
+      const __mmask16 lanes = static_cast<__mmask16>(rows - r >= 16 ? 0xffff : (1u << (rows - r)) - 1);
+      const __m512 low = _mm512_maskz_loadu_ps(lanes, low_row + r);
+      const __m512 high = high_row != nullptr ? _mm512_maskz_loadu_ps(lanes, high_row + r) : _mm512_setzero_ps();
+      // (Vector-type widening and shifts: GCC 12 warns on the intrinsics' undefined pass-through.)
+      const Bits32 low_bits = __builtin_convertvector((Bits16)_mm512_cvtneps_pbh(low), Bits32);
+      const Bits32 high_bits = __builtin_convertvector((Bits16)_mm512_cvtneps_pbh(high), Bits32);
+      _mm512_mask_storeu_epi32(out + r, lanes, (__m512i)(low_bits | (high_bits << 16)));
+    }
+  }
+  return pairs;
+}
+
+// flash_kernels_products.hpp, score_product_pairs: score_product with the inner rows converted to
+// pairs a block at a time (the outer operand came packed). Not inlined: inlined into a step, GCC
+// 12 spilled the step's accumulators (the pair steps ran 1.7x slower).
+template <typename Cfg>
+__attribute__((noinline)) void score_product_pairs(const float* a, int64_t rows_i, const uint32_t* bt_pairs,
+                                              int64_t rows_o, int64_t width, EpilogueSpec e, float* s,
+                                              const RowRange* ranges) {
+  static_assert(Cfg::kBf16Pairs && Cfg::L::kLanes == 16, "bfloat16 pairs fill 16 float32 lanes");
+  constexpr int64_t W = Cfg::L::kLanes;
+  const int64_t pairs = (width + 1) / 2;
+  uint32_t a_pairs[kMaxBlockRows * (kMaxPairWidth / 2)];
+  const float* stats = e.stats;
+  for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
+    const int64_t n = rows_i - i0 < kMaxBlockRows ? rows_i - i0 : kMaxBlockRows;
+    const RowRange chunks = chunks_of_block<W>(ranges, i0, rows_o);
+    if (chunks.begin >= chunks.end) continue;
+    for (int64_t r = 0; r < n; ++r) row_to_pairs(a + (i0 + r) * width, width, a_pairs + r * pairs);
+    if (e.stats_on_inner) e.stats = stats + i0;
+    score_block_rows<Cfg, PairProduct>(n, a_pairs, bt_pairs, rows_o, pairs, e, s + i0 * rows_o, chunks);
+  }
+}
+
+}  // namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE

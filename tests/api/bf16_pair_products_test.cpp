@@ -1,0 +1,267 @@
+// The avx512_bf16 kernels' bfloat16 pair products (cpu/kernels/flash_kernels.hpp, "bfloat16
+// pairs"): which tiles are packed, the packing checked by hand, each step on packed tiles against
+// the avx512 set on the same tiles (float32 outputs, so the pairs' own rounding shows), and
+// bfloat16 calls through the API within FlashAttention's rule, counted == predicted, while float32
+// calls keep the avx512 set's bits. Skipped, saying why, where the CPU has no AVX512_BF16.
+#include "support/half_precision_cpu.hpp"
+#include "support/kernel_isas.hpp"
+
+#include "cpu/kernels/flash_kernels.hpp"
+
+#include <spattn/elements.hpp>
+#include <spattn/error.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace kernels = spattn::schedules::flash_kernels;
+using namespace spattn::testing::half_precision;
+using kernels::KernelIsa;
+using spattn::Algorithm;
+using spattn::Mask;
+using spattn_test::IsaGuard;
+using ::testing::HasSubstr;
+
+#define SKIP_WITHOUT_AVX512_BF16()                                                               \
+  if (!kernels::kernel_isa_supported(KernelIsa::avx512_bf16))                                    \
+  GTEST_SKIP() << "this CPU (or build) has no AVX512_BF16 (cpuid leaf 7.1, eax bit 5): the "     \
+                  "avx512_bf16 kernels cannot run here"
+
+uint32_t bf16_bits(float x) { return spattn::to_bfloat16(x).bits; }
+
+TEST(Bf16PairProducts, OnlyTheAvx512Bf16SetPacksAndOnlyTilesOfAVectorOfRows) {
+  SKIP_WITHOUT_AVX512_BF16();
+  const IsaGuard guard;
+  kernels::set_kernel_isa(KernelIsa::avx512);
+  EXPECT_FALSE(kernels::packs_bf16_pairs(64, 64));
+  kernels::set_kernel_isa(KernelIsa::avx512_bf16);
+  EXPECT_STREQ(kernels::kernel_isa_name(KernelIsa::avx512_bf16), "avx512_bf16");
+  EXPECT_TRUE(kernels::packs_bf16_pairs(16, 64));
+  EXPECT_FALSE(kernels::packs_bf16_pairs(15, 64));  // the scalar steps take it
+  EXPECT_TRUE(kernels::packs_bf16_pairs(64, kernels::kMaxPairWidth));
+  EXPECT_FALSE(kernels::packs_bf16_pairs(64, kernels::kMaxPairWidth + 1));
+  std::vector<float> tile(15 * 4, 1.0f);
+  try {
+    kernels::pack_bf16_pairs(tile.data(), 4, 15);
+    FAIL() << "expected an error";
+  } catch (const spattn::InvalidArgument& error) {
+    EXPECT_THAT(error.what(), HasSubstr("do not take a tile of 15 rows and width 4"));
+  }
+  EXPECT_EQ(tile, std::vector<float>(15 * 4, 1.0f)) << "a refused tile is left as it was";
+}
+
+TEST(Bf16PairProducts, PackingPutsEachPairOfHeadDimIntoOneWordInPlace) {
+  SKIP_WITHOUT_AVX512_BF16();
+  const IsaGuard guard;
+  kernels::set_kernel_isa(KernelIsa::avx512_bf16);
+  // (3, 17): an odd width and a row of 16 lanes plus one. Every value is a bfloat16.
+  constexpr int64_t kWidth = 3, kRows = 17;
+  auto value = [](int64_t x, int64_t r) {
+    const float magnitude = static_cast<float>(x + 1) + 0.125f * static_cast<float>(r);
+    return r % 2 == 1 ? -magnitude : magnitude;
+  };
+  std::vector<float> tile(kWidth * kRows);
+  for (int64_t x = 0; x < kWidth; ++x) {
+    for (int64_t r = 0; r < kRows; ++r) tile[x * kRows + r] = value(x, r);
+  }
+  const uint32_t* pairs = kernels::pack_bf16_pairs(tile.data(), kWidth, kRows);
+  ASSERT_EQ(static_cast<const void*>(pairs), static_cast<const void*>(tile.data()));
+  // By hand: (x 0, r 0) = 1.0 = 0x3f80 low, (x 1, r 0) = 2.0 = 0x4000 high; (x 2, r 0) = 3.0 =
+  // 0x4040 with nothing above it (the width is odd); (x 0, r 1) = -1.125 = 0xbf90, (x 1, r 1) =
+  // -2.125 = 0xc008.
+  EXPECT_EQ(pairs[0], 0x40003f80u);
+  EXPECT_EQ(pairs[kRows], 0x00004040u);
+  EXPECT_EQ(pairs[1], 0xc008bf90u);
+  for (int64_t p = 0; p < 2; ++p) {
+    for (int64_t r = 0; r < kRows; ++r) {
+      const uint32_t high = 2 * p + 1 < kWidth ? bf16_bits(value(2 * p + 1, r)) : 0u;
+      EXPECT_EQ(pairs[p * kRows + r], bf16_bits(value(2 * p, r)) | (high << 16)) << "pair " << p << ", row " << r;
+    }
+  }
+}
+
+// Random bfloat16 values in [-1, 1).
+std::vector<float> bf16_values(int64_t count, uint32_t seed) {
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float& x : values) x = spattn::to_float(spattn::to_bfloat16(uniform(engine)));
+  return values;
+}
+
+// A partial tile's bits (o * stride + i), about half set, or none (a full tile).
+std::vector<uint64_t> random_bits(int64_t rows_o, int64_t stride, bool partial, uint32_t seed) {
+  if (!partial) return {};
+  std::mt19937_64 engine(seed);
+  std::vector<uint64_t> bits(static_cast<size_t>((rows_o * stride + 63) / 64));
+  for (uint64_t& word : bits) word = engine();
+  return bits;
+}
+
+// The three steps on one set of bfloat16 tiles, the outer ones as floats or packed as pairs; the
+// float32 results, in order.
+struct StepShape {
+  int64_t rows_outer, rows_inner, d, e;
+  bool partial;
+};
+std::vector<float> run_steps(const StepShape& sh, bool pairs) {
+  const int64_t ro = sh.rows_outer, ri = sh.rows_inner, d = sh.d, e = sh.e;
+  std::vector<float> outer_d = bf16_values(d * ro, 1), outer_e = bf16_values(e * ro, 2);  // (width, rows_outer)
+  const std::vector<float> inner_d = bf16_values(ri * d, 3), inner_e = bf16_values(ri * e, 4);
+  const std::vector<float> stats_lse = bf16_values(std::max(ro, ri), 5), stats_delta = bf16_values(std::max(ro, ri), 6);
+  const std::vector<uint64_t> bits = random_bits(ro, ri, sh.partial, 7);
+  const uint64_t* bits_or_null = sh.partial ? bits.data() : nullptr;
+  std::vector<float> results;
+  // Each step packs its own copies (packing overwrites the floats).
+  auto packed = [&](std::vector<float>& tile, int64_t width) {
+    return pairs ? kernels::pack_bf16_pairs(tile.data(), width, ro) : nullptr;
+  };
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  {
+    std::vector<float> q_t = outer_d, s(ro * ri), row_max(ro, -INFINITY), row_sum(ro, 0.0f), acc(ro * e, 0.0f);
+    kernels::ForwardTile t;
+    t.q_t = q_t.data();
+    t.q_pairs = packed(q_t, d);
+    t.k = inner_d.data();
+    t.v = inner_e.data();
+    t.rows_q = ro, t.rows_k = ri, t.d = d, t.e = e, t.scale = scale;
+    t.bits = bits_or_null, t.bit_stride = ri;
+    t.s = s.data(), t.row_max = row_max.data(), t.row_sum = row_sum.data(), t.acc = acc.data();
+    kernels::forward_tile(t);
+    for (const auto* part : {&row_max, &row_sum, &acc}) results.insert(results.end(), part->begin(), part->end());
+  }
+  {
+    std::vector<float> q_t = outer_d, do_t = outer_e, s(ro * ri), dq(ro * d, 0.0f);
+    kernels::DqTile t;
+    t.q_t = q_t.data(), t.do_t = do_t.data();
+    t.q_pairs = packed(q_t, d), t.do_pairs = packed(do_t, e);
+    t.lse = stats_lse.data(), t.delta = stats_delta.data();
+    t.k = inner_d.data(), t.v = inner_e.data();
+    t.rows_q = ro, t.rows_k = ri, t.d = d, t.e = e, t.scale = scale;
+    t.bits = bits_or_null, t.bit_stride = ri;
+    t.s = s.data(), t.dq = dq.data();
+    kernels::dq_tile(t);
+    results.insert(results.end(), dq.begin(), dq.end());
+  }
+  {
+    std::vector<float> k_t = outer_d, v_t = outer_e, s(ro * ri), dk(ro * d, 0.0f), dv(ro * e, 0.0f);
+    kernels::DkdvTile t;
+    t.k_t = k_t.data(), t.v_t = v_t.data();
+    t.k_pairs = packed(k_t, d), t.v_pairs = packed(v_t, e);
+    t.q = inner_d.data(), t.d_o = inner_e.data();
+    t.lse = stats_lse.data(), t.delta = stats_delta.data();
+    t.rows_k = ro, t.rows_q = ri, t.d = d, t.e = e, t.scale = scale;
+    t.bits = bits_or_null, t.bit_stride = ri;
+    t.s = s.data(), t.dk = dk.data(), t.dv = dv.data();
+    kernels::dkdv_tile(t);
+    for (const auto* part : {&dk, &dv}) results.insert(results.end(), part->begin(), part->end());
+  }
+  return results;
+}
+
+TEST(Bf16PairProducts, EachStepOnPairsAgreesWithTheAvx512SetToFloat32Rounding) {
+  SKIP_WITHOUT_AVX512_BF16();
+  const IsaGuard guard;
+  // Outer tiles of one vector and of a ragged number of them; head dims 1, odd, past one block of
+  // 32 and unequal d, e; inner tiles of 1, 5 and more than one block of 8 rows; full and partial.
+  const StepShape shapes[] = {{16, 1, 1, 1, false},    {16, 5, 7, 7, true},     {37, 13, 67, 40, false},
+                              {37, 13, 67, 40, true},  {64, 64, 64, 64, true},  {33, 9, 128, 111, false},
+                              {50, 20, 512, 64, true}};
+  for (const StepShape& shape : shapes) {
+    SCOPED_TRACE(std::to_string(shape.rows_outer) + " x " + std::to_string(shape.rows_inner) + ", d " +
+                 std::to_string(shape.d) + ", e " + std::to_string(shape.e) + (shape.partial ? ", partial" : ""));
+    kernels::set_kernel_isa(KernelIsa::avx512);
+    const std::vector<float> floats = run_steps(shape, false);
+    kernels::set_kernel_isa(KernelIsa::avx512_bf16);
+    const std::vector<float> unpacked = run_steps(shape, false);
+    const std::vector<float> pairs = run_steps(shape, true);
+    EXPECT_TRUE(spattn::testing::same_bits(unpacked, floats)) << "unpacked tiles run the avx512 code";
+    ASSERT_EQ(pairs.size(), floats.size());
+    double worst = 0.0, largest = 0.0;
+    bool differs = false;
+    for (size_t i = 0; i < floats.size(); ++i) {
+      if (std::isinf(floats[i]) || std::isinf(pairs[i])) {  // row_max of a row with nothing attended
+        EXPECT_EQ(pairs[i], floats[i]) << i;
+        continue;
+      }
+      // Both sum the same exact products in float32, in other orders.
+      const double error = std::fabs(static_cast<double>(pairs[i]) - floats[i]);
+      worst = std::max(worst, error / (1.0 + std::fabs(floats[i])));
+      largest = std::max(largest, std::fabs(static_cast<double>(floats[i])));
+      differs = differs || pairs[i] != floats[i];
+    }
+    EXPECT_LE(worst, 1e-5 * std::sqrt(static_cast<double>(shape.d + shape.rows_inner)));
+    EXPECT_GT(largest, 0.1) << "the steps computed something";
+    // (With a short head dim the sums of exact products are exact in both orders.)
+    if (shape.d >= 32) {
+      EXPECT_TRUE(differs) << "the pair products did not run";
+    }
+  }
+}
+
+TEST(Bf16PairProducts, Bfloat16CallsOnPairsKeepTheRuleAndCountWhatTheyPredict) {
+  SKIP_WITHOUT_AVX512_BF16();
+  const IsaGuard guard;
+  struct Case {
+    int64_t heads, kv_heads, n_q, n_k, d;
+    std::string spec;
+  };
+  const Case cases[] = {{1, 1, 257, 257, 64, "full"},
+                        {1, 1, 257, 257, 111, "causal"},
+                        {1, 1, 97, 97, 40, "sliding_window:w=5"},
+                        {1, 1, 257, 257, 128, "bigbird:block=8,w=1,g=1,r=2,seed=3"},
+                        {1, 1, 97, 97, 7, "random:p=0.2,seed=3"},
+                        {4, 2, 97, 97, 40, "causal"},
+                        {3, 1, 33, 41, 64, "sliding_window:w=5"},
+                        {1, 1, 97, 97, 600, "full"}};  // wider than kMaxPairWidth: floats
+  for (const Case& c : cases) {
+    const Problem p = rounded<spattn::bfloat16_t>(make_problem(1, c.heads, c.kv_heads, c.n_q, c.n_k, c.d, c.d, 5));
+    const std::vector<Mask> masks = {Mask::from_spec(c.spec, c.n_q, c.n_k)};
+    const float scale = static_cast<float>(scale_of(p));
+    const Truth truth_values = truth(p, masks, scale);
+    const Outputs lazy = naive<spattn::bfloat16_t>(p, masks, scale);
+    for (int64_t cache_words : {4096, 1 << 16}) {
+      SCOPED_TRACE(c.spec + ", " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " heads, " +
+                   std::to_string(c.n_q) + " x " + std::to_string(c.n_k) + ", d " + std::to_string(c.d) + ", M " +
+                   std::to_string(cache_words));
+      spattn::AttentionOptions options = options_for(Algorithm::flash);
+      options.cache_words = cache_words;
+      kernels::set_kernel_isa(KernelIsa::avx512_bf16);
+      spattn::Plan forward, backward;
+      const Outputs on_pairs = run_cpu<spattn::bfloat16_t>(p, masks, options, &forward, &backward);
+      expect_half_precision_rule(p, masks, on_pairs, lazy, truth_values);
+      kernels::set_kernel_isa(KernelIsa::avx512);
+      const Outputs on_floats = run_cpu<spattn::bfloat16_t>(p, masks, options);
+      // LSE is float32 and comes from the forward's score products alone, which the pairs sum in
+      // another order: at the larger M every query tile here has a vector of rows or more, so
+      // LSE shows whether they ran (they do not past kMaxPairWidth). With a short head dim both
+      // orders sum the exact products exactly.
+      if (cache_words == 1 << 16 && c.d >= 32) {
+        EXPECT_EQ(!spattn::testing::same_bits(on_pairs.lse, on_floats.lse), c.d <= kernels::kMaxPairWidth)
+            << forward.flash.tiles;
+      }
+    }
+  }
+  // float32 calls are not packed: the same bits on both sets.
+  const Problem p = make_problem(1, 2, 2, 97, 97, 64, 64, 9);
+  const std::vector<Mask> masks = {Mask::from_spec("causal", 97, 97)};
+  kernels::set_kernel_isa(KernelIsa::avx512_bf16);
+  const Outputs a = run_cpu<float>(p, masks, options_for(Algorithm::flash));
+  kernels::set_kernel_isa(KernelIsa::avx512);
+  const Outputs b = run_cpu<float>(p, masks, options_for(Algorithm::flash));
+  for (const auto& [x, y] : {std::pair{&a.o, &b.o}, std::pair{&a.lse, &b.lse}, std::pair{&a.dq, &b.dq},
+                             std::pair{&a.dk, &b.dk}, std::pair{&a.dv, &b.dv}}) {
+    EXPECT_TRUE(spattn::testing::same_bits(*x, *y));
+  }
+}
+
+}  // namespace
