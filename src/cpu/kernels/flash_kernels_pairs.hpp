@@ -28,10 +28,14 @@ struct PairProduct {
   using B = __m512i;
   static constexpr int kChains = 16;
   static SPATTN_KERNEL_INLINE B load_b(const uint32_t* p) { return _mm512_loadu_si512(p); }
-  static SPATTN_KERNEL_INLINE L::V madd(L::V acc, uint32_t a, B b) {
-    return (L::V)_mm512_dpbf16_ps((__m512)acc, (__m512bh)_mm512_set1_epi32(static_cast<int>(a)), (__m512bh)b);
+  static SPATTN_KERNEL_INLINE void madd(L::V& acc, uint32_t a, B b) {
+    acc = (L::V)_mm512_dpbf16_ps((__m512)acc, (__m512bh)_mm512_set1_epi32(static_cast<int>(a)), (__m512bh)b);
   }
-  static SPATTN_KERNEL_INLINE L::V mul(uint32_t a, B b) { return madd(splat<L>(0.0f), a, b); }
+  static SPATTN_KERNEL_INLINE L::V mul(uint32_t a, B b) {
+    L::V product = splat<L>(0.0f);
+    madd(product, a, b);
+    return product;
+  }
 };
 
 // A row of `width` floats as ceil(width / 2) pairs (0 in the high half past an odd width).
@@ -90,11 +94,12 @@ __attribute__((noinline)) void score_product_pairs(const float* a, int64_t rows_
   const float* stats = e.stats;
   for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
     const int64_t n = rows_i - i0 < kMaxBlockRows ? rows_i - i0 : kMaxBlockRows;
-    const RowRange chunks = chunks_of_block<W>(ranges, i0, rows_o);
-    if (chunks.begin >= chunks.end) continue;
+    int64_t chunk_begin, chunk_end;
+    if (!chunks_of_block<W>(ranges, i0, rows_o, chunk_begin, chunk_end)) continue;
     for (int64_t r = 0; r < n; ++r) row_to_pairs(a + (i0 + r) * width, width, a_pairs + r * pairs);
     if (e.stats_on_inner) e.stats = stats + i0;
-    score_block_rows<Cfg, PairProduct>(n, a_pairs, bt_pairs, rows_o, pairs, e, s + i0 * rows_o, chunks);
+    score_block_rows<Cfg, PairProduct>(n, a_pairs, bt_pairs, rows_o, pairs, e, s + i0 * rows_o, chunk_begin,
+                                       chunk_end);
   }
 }
 

@@ -73,7 +73,7 @@ struct FloatProduct {
   static constexpr int kChains = 8;
   static SPATTN_KERNEL_INLINE B load_b(const float* p) { return load<L>(p); }
   static SPATTN_KERNEL_INLINE typename L::V mul(float a, B b) { return a * b; }
-  static SPATTN_KERNEL_INLINE typename L::V madd(typename L::V acc, float a, B b) { return acc + a * b; }
+  static SPATTN_KERNEL_INLINE void madd(typename L::V& acc, float a, B b) { acc += a * b; }
 };
 
 // Whether a score block of I inner rows by C chunks fits the registers: its K N accumulators, the
@@ -153,7 +153,7 @@ SPATTN_KERNEL_INLINE void score_block(const typename Product::Element* SPATTN_RE
     }
     SPATTN_UNROLL for (int j = 0; j < K * N; ++j) {
       const int k = j / N, i = (j % N) / C, c = j % C;
-      acc[j] = Product::madd(acc[j], a[i * depth + x + k], b[k * C + c]);
+      Product::madd(acc[j], a[i * depth + x + k], b[k * C + c]);
     }
   }
   // The last depth mod K values of x, each still summed into partial sum x mod K.
@@ -215,26 +215,31 @@ SPATTN_KERNEL_INLINE void score_rows(const typename Product::Element* a, const t
   }
 }
 
-// The chunks of lanes a block of inner rows computes: all of them, or (with `ranges`, one per
-// block of kMaxBlockRows inner rows, attended_ranges) those that hold the block's attended outer
-// rows. Empty when the block attends none.
+// The chunks of lanes [begin, end) a block of inner rows from i0 computes: all of them, or (with
+// `ranges`, one per block of kMaxBlockRows inner rows, attended_ranges) those that hold the
+// block's attended outer rows. False when the block attends none.
 template <int64_t W>
-SPATTN_KERNEL_INLINE RowRange chunks_of_block(const RowRange* ranges, int64_t i0, int64_t rows_o) {
-  if (ranges == nullptr) return {0, (rows_o + W - 1) / W};
+SPATTN_KERNEL_INLINE bool chunks_of_block(const RowRange* ranges, int64_t i0, int64_t rows_o, int64_t& begin,
+                                          int64_t& end) {
+  begin = 0;
+  end = (rows_o + W - 1) / W;
+  if (ranges == nullptr) return true;
   const RowRange range = ranges[i0 / kMaxBlockRows];
-  if (range.begin >= range.end) return {0, 0};
-  return {range.begin / W, (range.end + W - 1) / W};
+  begin = range.begin / W;
+  end = (range.end + W - 1) / W;
+  return range.begin < range.end;
 }
 
 // Calls score_rows for a block of n <= kMaxBlockRows inner rows (n known only at run time).
 template <typename Cfg, typename Product>
 SPATTN_KERNEL_INLINE void score_block_rows(int64_t n, const typename Product::Element* a,
                                            const typename Product::Element* bt, int64_t rows_o, int64_t depth,
-                                           const EpilogueSpec& e, float* s, RowRange chunks) {
+                                           const EpilogueSpec& e, float* s, int64_t chunk_begin,
+                                           int64_t chunk_end) {
   switch (n) {
 #define SPATTN_SCORE_CASE(count)                                                               \
   case count:                                                                                  \
-    score_rows<Cfg, Product, count>(a, bt, rows_o, depth, e, s, chunks.begin, chunks.end);     \
+    score_rows<Cfg, Product, count>(a, bt, rows_o, depth, e, s, chunk_begin, chunk_end);       \
     break;
     SPATTN_SCORE_CASE(1)
     SPATTN_SCORE_CASE(2)
@@ -262,10 +267,11 @@ SPATTN_KERNEL_INLINE void score_product(const float* a, int64_t rows_i, const fl
   const float* stats = e.stats;
   for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
     const int64_t n = rows_i - i0 < kMaxBlockRows ? rows_i - i0 : kMaxBlockRows;
-    const RowRange chunks = chunks_of_block<W>(ranges, i0, rows_o);
-    if (chunks.begin >= chunks.end) continue;
+    int64_t chunk_begin, chunk_end;
+    if (!chunks_of_block<W>(ranges, i0, rows_o, chunk_begin, chunk_end)) continue;
     if (e.stats_on_inner) e.stats = stats + i0;
-    score_block_rows<Cfg, FloatProduct<typename Cfg::L>>(n, a + i0 * d, bt, rows_o, d, e, s + i0 * rows_o, chunks);
+    score_block_rows<Cfg, FloatProduct<typename Cfg::L>>(n, a + i0 * d, bt, rows_o, d, e, s + i0 * rows_o,
+                                                         chunk_begin, chunk_end);
   }
 }
 
