@@ -73,8 +73,10 @@ TEST(Bf16PairProducts, PackingPutsEachPairOfHeadDimIntoOneWordInPlace) {
   for (int64_t x = 0; x < kWidth; ++x) {
     for (int64_t r = 0; r < kRows; ++r) tile[x * kRows + r] = value(x, r);
   }
-  const uint32_t* pairs = kernels::pack_bf16_pairs(tile.data(), kWidth, kRows);
-  ASSERT_EQ(static_cast<const void*>(pairs), static_cast<const void*>(tile.data()));
+  const uint32_t* packed = kernels::pack_bf16_pairs(tile.data(), kWidth, kRows);
+  ASSERT_EQ(static_cast<const void*>(packed), static_cast<const void*>(tile.data()));
+  std::vector<uint32_t> pairs(2 * kRows);  // (the tile's bytes, read as the words they now are)
+  std::memcpy(pairs.data(), tile.data(), pairs.size() * sizeof(uint32_t));
   // By hand: (x 0, r 0) = 1.0 = 0x3f80 low, (x 1, r 0) = 2.0 = 0x4000 high; (x 2, r 0) = 3.0 =
   // 0x4040 with nothing above it (the width is odd); (x 0, r 1) = -1.125 = 0xbf90, (x 1, r 1) =
   // -2.125 = 0xc008.

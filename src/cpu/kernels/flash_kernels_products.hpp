@@ -166,7 +166,8 @@ SPATTN_KERNEL_INLINE void score_block(const typename Product::Element* SPATTN_RE
       if (j / N == k) acc[j] += part[j % N];
     }
   }
-  // Partial sums combined in a fixed tree: (p0 + p4) ..., then (p0 + p2) ..., then p0 + p1.
+  // Partial sums combined in a fixed tree: (p0 + p8) ..., then (p0 + p4) ..., then (p0 + p2) ...,
+  // then p0 + p1.
   if constexpr (K >= 16) {
     SPATTN_UNROLL for (int j = 0; j < 8 * N; ++j) acc[j] += acc[j + 8 * N];
   }
