@@ -1,8 +1,9 @@
 // The avx512_bf16 kernels' bfloat16 pair products (cpu/kernels/flash_kernels.hpp, "bfloat16
 // pairs"): which tiles are packed, the packing checked by hand, each step on packed tiles against
 // the avx512 set on the same tiles (float32 outputs, so the pairs' own rounding shows), and
-// bfloat16 calls through the API within FlashAttention's rule, counted == predicted, while float32
-// calls keep the avx512 set's bits. Skipped, saying why, where the CPU has no AVX512_BF16.
+// bfloat16 calls through the API within FlashAttention's rule, counted == predicted and with the
+// same bits for any thread count, while float32 calls keep the avx512 set's bits. Skipped, saying
+// why, where the CPU has no AVX512_BF16.
 #include "support/half_precision_cpu.hpp"
 #include "support/kernel_isas.hpp"
 
@@ -251,6 +252,22 @@ TEST(Bf16PairProducts, Bfloat16CallsOnPairsKeepTheRuleAndCountWhatTheyPredict) {
         EXPECT_EQ(!spattn::testing::same_bits(on_pairs.lse, on_floats.lse), c.d <= kernels::kMaxPairWidth)
             << forward.flash.tiles;
       }
+    }
+  }
+  // The same bits for any thread count on pairs, as on floats.
+  {
+    const Problem p = rounded<spattn::bfloat16_t>(make_problem(1, 4, 2, 257, 257, 64, 64, 3));
+    const std::vector<Mask> masks = {Mask::from_spec("causal", 257, 257)};
+    kernels::set_kernel_isa(KernelIsa::avx512_bf16);
+    spattn::AttentionOptions options = options_for(Algorithm::flash, 1);
+    options.cache_words = 1 << 16;
+    const Outputs one = run_cpu<spattn::bfloat16_t>(p, masks, options);
+    options.threads = 3;
+    const Outputs three = run_cpu<spattn::bfloat16_t>(p, masks, options);
+    for (const auto& [x, y] : {std::pair{&one.o, &three.o}, std::pair{&one.lse, &three.lse},
+                               std::pair{&one.dq, &three.dq}, std::pair{&one.dk, &three.dk},
+                               std::pair{&one.dv, &three.dv}}) {
+      EXPECT_TRUE(spattn::testing::same_bits(*x, *y)) << "1 thread against 3";
     }
   }
   // float32 calls are not packed: the same bits on both sets.
