@@ -126,14 +126,14 @@ std::vector<float> run_steps(const StepShape& sh, bool pairs) {
   std::vector<float> results;
   // Each step packs its own copies (packing overwrites the floats).
   auto packed = [&](std::vector<float>& tile, int64_t width) {
-    return pairs ? kernels::pack_bf16_pairs(tile.data(), width, ro) : nullptr;
+    return pairs && kernels::pack_bf16_pairs(tile.data(), width, ro) != nullptr;
   };
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   {
     std::vector<float> q_t = outer_d, s(ro * ri), row_max(ro, -INFINITY), row_sum(ro, 0.0f), acc(ro * e, 0.0f);
     kernels::ForwardTile t;
     t.q_t = q_t.data();
-    t.q_pairs = packed(q_t, d);
+    t.q_packed = packed(q_t, d);
     t.k = inner_d.data();
     t.v = inner_e.data();
     t.rows_q = ro, t.rows_k = ri, t.d = d, t.e = e, t.scale = scale;
@@ -146,7 +146,7 @@ std::vector<float> run_steps(const StepShape& sh, bool pairs) {
     std::vector<float> q_t = outer_d, do_t = outer_e, s(ro * ri), dq(ro * d, 0.0f);
     kernels::DqTile t;
     t.q_t = q_t.data(), t.do_t = do_t.data();
-    t.q_pairs = packed(q_t, d), t.do_pairs = packed(do_t, e);
+    t.q_packed = packed(q_t, d), t.do_packed = packed(do_t, e);
     t.lse = stats_lse.data(), t.delta = stats_delta.data();
     t.k = inner_d.data(), t.v = inner_e.data();
     t.rows_q = ro, t.rows_k = ri, t.d = d, t.e = e, t.scale = scale;
@@ -159,7 +159,7 @@ std::vector<float> run_steps(const StepShape& sh, bool pairs) {
     std::vector<float> k_t = outer_d, v_t = outer_e, s(ro * ri), dk(ro * d, 0.0f), dv(ro * e, 0.0f);
     kernels::DkdvTile t;
     t.k_t = k_t.data(), t.v_t = v_t.data();
-    t.k_pairs = packed(k_t, d), t.v_pairs = packed(v_t, e);
+    t.k_packed = packed(k_t, d), t.v_packed = packed(v_t, e);
     t.q = inner_d.data(), t.d_o = inner_e.data();
     t.lse = stats_lse.data(), t.delta = stats_delta.data();
     t.rows_k = ro, t.rows_q = ri, t.d = d, t.e = e, t.scale = scale;

@@ -20,9 +20,10 @@
 //
 // bfloat16 pairs: where the outer tile's operands of a score product hold bfloat16 values (a
 // bfloat16 call: they were widened exactly as they were loaded) and the kernels in use take them
-// (packs_bf16_pairs), the schedule packs that tile in place into pairs (pack_bf16_pairs) and hands
-// the pairs over instead (q_pairs, do_pairs, k_pairs, v_pairs; the float pointer is then not
-// read). The score product then multiplies two bfloat16s at a time (vdpbf16ps), into float32
+// (packs_bf16_pairs), the schedule packs that tile in place into pairs (pack_bf16_pairs) and says
+// so (q_packed, do_packed, k_packed, v_packed: the tile's pointer then points at the pairs). The
+// flags fill the padding after `scale`, so the structs are no larger than without them: at the
+// cache simulator's smallest M a larger one pushed the call's stack past the LRU's headroom. The score product then multiplies two bfloat16s at a time (vdpbf16ps), into float32
 // sums; the inner tile's rows are converted to pairs as the product goes, exactly as well. The
 // accumulating products (P V, dS K, P^T dO, dS^T Q) stay float32: P and dS are not bfloat16 values.
 // Within one variant every result is a fixed function of the tile shapes, so bit-identical for any
@@ -40,11 +41,11 @@ namespace spattn::schedules::flash_kernels {
 // acc' = acc e^{m - m'} + P^T V). A row whose scores are all -inf so far is left unchanged.
 struct ForwardTile {
   const float* q_t = nullptr;  // (d, rows_q), the query tile transposed
-  const uint32_t* q_pairs = nullptr;  // or that tile packed as bfloat16 pairs (pack_bf16_pairs)
   const float* k = nullptr;    // (rows_k, d)
   const float* v = nullptr;    // (rows_k, e)
   int64_t rows_q = 0, rows_k = 0, d = 0, e = 0;
   float scale = 1.0f;
+  bool q_packed = false;           // q_t holds that tile as bfloat16 pairs (pack_bf16_pairs)
   const uint64_t* bits = nullptr;  // partial tile; nullptr when full
   int64_t bit_stride = 0;          // block_k
   float* s = nullptr;              // (rows_k, rows_q) scratch: S, then P
@@ -58,14 +59,13 @@ struct ForwardTile {
 struct DqTile {
   const float* q_t = nullptr;    // (d, rows_q)
   const float* do_t = nullptr;   // (e, rows_q)
-  const uint32_t* q_pairs = nullptr;   // or Q^T packed as bfloat16 pairs (pack_bf16_pairs)
-  const uint32_t* do_pairs = nullptr;  // or dO^T packed so
   const float* lse = nullptr;    // (rows_q)
   const float* delta = nullptr;  // (rows_q)
   const float* k = nullptr;      // (rows_k, d)
   const float* v = nullptr;      // (rows_k, e)
   int64_t rows_q = 0, rows_k = 0, d = 0, e = 0;
   float scale = 1.0f;
+  bool q_packed = false, do_packed = false;  // q_t, do_t hold bfloat16 pairs (pack_bf16_pairs)
   const uint64_t* bits = nullptr;
   int64_t bit_stride = 0;  // block_k
   float* s = nullptr;      // (rows_k, rows_q) scratch: P, then dS
@@ -77,14 +77,13 @@ struct DqTile {
 struct DkdvTile {
   const float* k_t = nullptr;    // (d, rows_k)
   const float* v_t = nullptr;    // (e, rows_k)
-  const uint32_t* k_pairs = nullptr;  // or K^T packed as bfloat16 pairs (pack_bf16_pairs)
-  const uint32_t* v_pairs = nullptr;  // or V^T packed so
   const float* q = nullptr;      // (rows_q, d)
   const float* d_o = nullptr;    // (rows_q, e)
   const float* lse = nullptr;    // (rows_q)
   const float* delta = nullptr;  // (rows_q)
   int64_t rows_k = 0, rows_q = 0, d = 0, e = 0;
   float scale = 1.0f;
+  bool k_packed = false, v_packed = false;  // k_t, v_t hold bfloat16 pairs (pack_bf16_pairs)
   const uint64_t* bits = nullptr;
   int64_t bit_stride = 0;  // dkdv_block_q
   float* s = nullptr;      // (rows_q, rows_k) scratch: P, then dS

@@ -45,15 +45,15 @@ __attribute__((noinline)) void dkdv_with(const DkdvTile& t) { k::dkdv_step<Cfg>(
 }  // namespace
 
 void forward_avx512_bf16(const ForwardTile& t) {
-  if (t.q_pairs != nullptr) return forward_with<PairCfg>(t);
+  if (t.q_packed) return forward_with<PairCfg>(t);
   forward_with<FloatCfg>(t);
 }
 void dq_avx512_bf16(const DqTile& t) {
-  if (t.q_pairs != nullptr || t.do_pairs != nullptr) return dq_with<PairCfg>(t);
+  if (t.q_packed || t.do_packed) return dq_with<PairCfg>(t);
   dq_with<FloatCfg>(t);
 }
 void dkdv_avx512_bf16(const DkdvTile& t) {
-  if (t.k_pairs != nullptr || t.v_pairs != nullptr) return dkdv_with<PairCfg>(t);
+  if (t.k_packed || t.v_packed) return dkdv_with<PairCfg>(t);
   dkdv_with<FloatCfg>(t);
 }
 const uint32_t* pack_bf16_pairs_avx512_bf16(float* tile, int64_t width, int64_t rows) {

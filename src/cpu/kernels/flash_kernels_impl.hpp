@@ -95,7 +95,7 @@ SPATTN_KERNEL_INLINE void forward_step(const ForwardTile& t) {
   RowRange range_storage[kMaxRangeBlocks];
   const RowRange* ranges = attended_ranges(t.bits, t.bit_stride, t.rows_k, t.rows_q, range_storage);
   // S = scale K Q^T: (rows_k, rows_q)
-  score_product_of<Cfg>(t.k, t.rows_k, t.q_t, t.q_pairs, t.rows_q, t.d,
+  score_product_of<Cfg>(t.k, t.rows_k, t.q_t, t.q_packed, t.rows_q, t.d,
                         {Epilogue::scale, false, t.scale, nullptr}, t.s, ranges);
   if (t.bits != nullptr) apply_bits(t.s, t.rows_k, t.rows_q, t.bits, t.bit_stride, kNegInf);
   // Per chunk of query rows: the softmax statistics, then acc = acc alpha + P^T V over the keys
@@ -121,11 +121,11 @@ SPATTN_KERNEL_INLINE void dq_step(const DqTile& t) {
   RowRange range_storage[kMaxRangeBlocks];
   const RowRange* ranges = attended_ranges(t.bits, t.bit_stride, t.rows_k, t.rows_q, range_storage);
   // P = exp(scale K Q^T - LSE): (rows_k, rows_q), LSE per query (outer) row
-  score_product_of<Cfg>(t.k, t.rows_k, t.q_t, t.q_pairs, t.rows_q, t.d,
+  score_product_of<Cfg>(t.k, t.rows_k, t.q_t, t.q_packed, t.rows_q, t.d,
                         {Epilogue::probability, false, t.scale, t.lse}, t.s, ranges);
   if (t.bits != nullptr) apply_bits(t.s, t.rows_k, t.rows_q, t.bits, t.bit_stride, 0.0f);
   // dS = P ∘ (V dO^T - D) (0 where P is: those entries keep apply_bits' 0)
-  score_product_of<Cfg>(t.v, t.rows_k, t.do_t, t.do_pairs, t.rows_q, t.e,
+  score_product_of<Cfg>(t.v, t.rows_k, t.do_t, t.do_packed, t.rows_q, t.e,
                         {Epilogue::gradient, false, t.scale, t.delta}, t.s, ranges);
   // dQ += dS^T K
   accumulate_product<Cfg>(t.dq, t.rows_q, t.d, t.s, t.rows_q, t.rows_k, t.k, nullptr, ranges);
@@ -140,13 +140,13 @@ SPATTN_KERNEL_INLINE void dkdv_step(const DkdvTile& t) {
   RowRange range_storage[kMaxRangeBlocks];
   const RowRange* ranges = attended_ranges(t.bits, t.bit_stride, t.rows_q, t.rows_k, range_storage);
   // P = exp(scale Q K^T - LSE): (rows_q, rows_k), LSE per query (inner) row
-  score_product_of<Cfg>(t.q, t.rows_q, t.k_t, t.k_pairs, t.rows_k, t.d,
+  score_product_of<Cfg>(t.q, t.rows_q, t.k_t, t.k_packed, t.rows_k, t.d,
                         {Epilogue::probability, true, t.scale, t.lse}, t.s, ranges);
   if (t.bits != nullptr) apply_bits(t.s, t.rows_q, t.rows_k, t.bits, t.bit_stride, 0.0f);
   // dV += P^T dO
   accumulate_product<Cfg>(t.dv, t.rows_k, t.e, t.s, t.rows_k, t.rows_q, t.d_o, nullptr, ranges);
   // dS = P ∘ (dO V^T - D) (0 where P is: those entries keep apply_bits' 0)
-  score_product_of<Cfg>(t.d_o, t.rows_q, t.v_t, t.v_pairs, t.rows_k, t.e,
+  score_product_of<Cfg>(t.d_o, t.rows_q, t.v_t, t.v_packed, t.rows_k, t.e,
                         {Epilogue::gradient, true, t.scale, t.delta}, t.s, ranges);
   // dK += dS^T Q
   accumulate_product<Cfg>(t.dk, t.rows_k, t.d, t.s, t.rows_k, t.rows_q, t.q, nullptr, ranges);

@@ -283,14 +283,17 @@ void score_product_pairs(const float* a, int64_t rows_i, const uint32_t* bt_pair
                                               int64_t rows_o, int64_t width, EpilogueSpec e, float* s,
                                               const RowRange* ranges);
 
-// The score product of a step: over the pairs where the schedule packed the outer operand (only
-// for a configuration that takes them), else over the floats.
+// The score product of a step: over the pairs where the schedule packed the outer operand
+// (`packed`: bt points at them; only for a configuration that takes them), else over the floats.
 template <typename Cfg>
-SPATTN_KERNEL_INLINE void score_product_of(const float* a, int64_t rows_i, const float* bt,
-                                           const uint32_t* bt_pairs, int64_t rows_o, int64_t width,
-                                           EpilogueSpec e, float* s, const RowRange* ranges) {
+SPATTN_KERNEL_INLINE void score_product_of(const float* a, int64_t rows_i, const float* bt, bool packed,
+                                           int64_t rows_o, int64_t width, EpilogueSpec e, float* s,
+                                           const RowRange* ranges) {
   if constexpr (Cfg::kBf16Pairs) {
-    if (bt_pairs != nullptr) return score_product_pairs<Cfg>(a, rows_i, bt_pairs, rows_o, width, e, s, ranges);
+    if (packed) {
+      return score_product_pairs<Cfg>(a, rows_i, reinterpret_cast<const uint32_t*>(bt), rows_o, width, e, s,
+                                      ranges);
+    }
   }
   score_product<Cfg>(a, rows_i, bt, rows_o, width, e, s, ranges);
 }

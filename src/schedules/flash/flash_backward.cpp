@@ -103,12 +103,12 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
     const int64_t rows_k = tile_rows(n_k, ck, kt);
     std::fill(dk_acc.data(), dk_acc.data() + rows_k * d, 0.0f);
     std::fill(dv_acc.data(), dv_acc.data() + rows_k * e, 0.0f);
-    const uint32_t *k_pairs = nullptr, *v_pairs = nullptr;
+    bool k_packed = false, v_packed = false;
     if (queries.start(kt)) {
       fast.load(Operand::k, p.k.transposed(), 0, k0, d, rows_k, k_tile, 0, rows_k);
       fast.load(Operand::v, p.v.transposed(), 0, k0, e, rows_k, v_tile, 0, rows_k);
-      k_pairs = bf16_pairs_of(k_tile.data(), d, rows_k, p.k, p.q);
-      v_pairs = bf16_pairs_of(v_tile.data(), e, rows_k, p.v, p.d_o);
+      k_packed = pack_bf16_pairs_where_taken(k_tile.data(), d, rows_k, p.k, p.q);
+      v_packed = pack_bf16_pairs_where_taken(v_tile.data(), e, rows_k, p.v, p.d_o);
     }
     while (queries.more()) {
       const VisitedTile query = queries.next();
@@ -124,8 +124,8 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
       flash_kernels::DkdvTile step;
       step.k_t = k_tile.data();
       step.v_t = v_tile.data();
-      step.k_pairs = k_pairs;
-      step.v_pairs = v_pairs;
+      step.k_packed = k_packed;
+      step.v_packed = v_packed;
       step.q = q_rows;
       step.d_o = do_rows;
       step.lse = lse_rows;
@@ -173,14 +173,14 @@ void dq_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const
     const int64_t q0 = qt * bq;
     const int64_t rows_q = tile_rows(n_q, bq, qt);
     std::fill(dq_acc.data(), dq_acc.data() + rows_q * d, 0.0f);
-    const uint32_t *q_pairs = nullptr, *do_pairs = nullptr;
+    bool q_packed = false, do_packed = false;
     if (keys.start(qt)) {
       fast.load(Operand::q, p.q.transposed(), 0, q0, d, rows_q, q_tile, 0, rows_q);
       fast.load(Operand::d_o, p.d_o.transposed(), 0, q0, e, rows_q, do_tile, 0, rows_q);
       fast.load(Operand::lse, p.lse, q0, 0, rows_q, 1, lse, 0, 1);
       fast.load(Operand::delta, p.delta, q0, 0, rows_q, 1, delta, 0, 1);
-      q_pairs = bf16_pairs_of(q_tile.data(), d, rows_q, p.q, p.k);
-      do_pairs = bf16_pairs_of(do_tile.data(), e, rows_q, p.d_o, p.v);
+      q_packed = pack_bf16_pairs_where_taken(q_tile.data(), d, rows_q, p.q, p.k);
+      do_packed = pack_bf16_pairs_where_taken(do_tile.data(), e, rows_q, p.d_o, p.v);
     }
     while (keys.more()) {
       const VisitedTile key = keys.next();
@@ -193,8 +193,8 @@ void dq_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const
       flash_kernels::DqTile step;
       step.q_t = q_tile.data();
       step.do_t = do_tile.data();
-      step.q_pairs = q_pairs;
-      step.do_pairs = do_pairs;
+      step.q_packed = q_packed;
+      step.do_packed = do_packed;
       step.lse = lse.data();
       step.delta = delta.data();
       step.k = k_rows;

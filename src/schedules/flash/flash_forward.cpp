@@ -104,10 +104,10 @@ void forward_worker(io::FastMemory& fast, const std::vector<HeadForward>& heads,
     std::fill(row_max.data(), row_max.data() + rows_q, kNegInf);
     std::fill(row_sum.data(), row_sum.data() + rows_q, 0.0f);
 
-    const uint32_t* q_pairs = nullptr;
+    bool q_packed = false;
     if (keys.start(qt)) {
       fast.load(Operand::q, problem.q.transposed(), 0, q0, d, rows_q, q_tile, 0, rows_q);
-      q_pairs = bf16_pairs_of(q_tile.data(), d, rows_q, problem.q, problem.k);
+      q_packed = pack_bf16_pairs_where_taken(q_tile.data(), d, rows_q, problem.q, problem.k);
     }
     while (keys.more()) {
       const VisitedTile key = keys.next();
@@ -118,7 +118,7 @@ void forward_worker(io::FastMemory& fast, const std::vector<HeadForward>& heads,
       const float* v_rows = fast.read_tile(Operand::v, problem.v, k0, 0, rows_k, e, v_tile, 0, e);
       flash_kernels::ForwardTile step;
       step.q_t = q_tile.data();
-      step.q_pairs = q_pairs;
+      step.q_packed = q_packed;
       step.k = k_rows;
       step.v = v_rows;
       step.rows_q = rows_q;

@@ -10,16 +10,18 @@
 
 namespace spattn::schedules::flash_detail {
 
-// The outer tile `tile` (width, rows), just loaded from `outer`, packed in place as bfloat16 pairs
+// Packs the outer tile `tile` (width, rows), just loaded from `outer`, in place as bfloat16 pairs
 // when `outer` and `inner` (the other operand of its score product) are both stored as bfloat16
-// (so every float of both tiles is a bfloat16 value) and the kernels in use take such a tile;
-// else nullptr, and the tile stays as it is. The words moved do not change: the pairs are the
-// same values, in half the tile's bytes.
-inline const uint32_t* bf16_pairs_of(float* tile, int64_t width, int64_t rows, const io::SlowMatrix<const float>& outer,
-                                     const io::SlowMatrix<const float>& inner) {
-  if (outer.storage() != io::Storage::bf16 || inner.storage() != io::Storage::bf16) return nullptr;
-  if (!flash_kernels::packs_bf16_pairs(rows, width)) return nullptr;
-  return flash_kernels::pack_bf16_pairs(tile, width, rows);
+// (so every float of both tiles is a bfloat16 value) and the kernels in use take such a tile, and
+// says whether it did (the step's q_packed, ...); else the tile stays as it is. The words moved do
+// not change: the pairs are the same values, in half the tile's bytes.
+inline bool pack_bf16_pairs_where_taken(float* tile, int64_t width, int64_t rows,
+                                        const io::SlowMatrix<const float>& outer,
+                                        const io::SlowMatrix<const float>& inner) {
+  if (outer.storage() != io::Storage::bf16 || inner.storage() != io::Storage::bf16) return false;
+  if (!flash_kernels::packs_bf16_pairs(rows, width)) return false;
+  flash_kernels::pack_bf16_pairs(tile, width, rows);
+  return true;
 }
 
 }  // namespace spattn::schedules::flash_detail
