@@ -85,8 +85,8 @@ inline const uint32_t* pack_pairs_in_place(float* tile, int64_t width, int64_t r
 // 12 spilled the step's accumulators (the pair steps ran 1.7x slower).
 template <typename Cfg>
 __attribute__((noinline)) void score_product_pairs(const float* a, int64_t rows_i, const uint32_t* bt_pairs,
-                                              int64_t rows_o, int64_t width, EpilogueSpec e, float* s,
-                                              const RowRange* ranges) {
+                                                   int64_t rows_o, int64_t width, EpilogueSpec e, float* s,
+                                                   const RowRange* ranges) {
   static_assert(Cfg::kBf16Pairs && Cfg::L::kLanes == 16, "bfloat16 pairs fill 16 float32 lanes");
   constexpr int64_t W = Cfg::L::kLanes;
   const int64_t pairs = (width + 1) / 2;
