@@ -23,9 +23,12 @@
 // (packs_bf16_pairs), the schedule packs that tile in place into pairs (pack_bf16_pairs) and says
 // so (q_packed, do_packed, k_packed, v_packed: the tile's pointer then points at the pairs). The
 // flags fill the padding after `scale`, so the structs are no larger than without them: at the
-// cache simulator's smallest M a larger one pushed the call's stack past the LRU's headroom. The score product then multiplies two bfloat16s at a time (vdpbf16ps), into float32
-// sums; the inner tile's rows are converted to pairs as the product goes, exactly as well. The
-// accumulating products (P V, dS K, P^T dO, dS^T Q) stay float32: P and dS are not bfloat16 values.
+// cache simulator's smallest M a larger one pushed the call's stack past the LRU's headroom. The
+// score product then multiplies two bfloat16s at a time (vdpbf16ps), into float32 sums; the inner
+// tile's rows are converted to pairs as the product goes, exactly as well. The backward steps'
+// accumulating products (dS K, P^T dO, dS^T Q) then take pairs of inner rows too: the inner
+// tile's exactly, P and dS rounded to bfloat16 (flash_kernels_pairs.hpp, accumulate_product_pairs).
+// The forward's P V stays float32 (flash_kernels_impl.hpp, forward_step, says why).
 // Within one variant every result is a fixed function of the tile shapes, so bit-identical for any
 // thread count and across runs; between variants the last bits may differ (vector widths change
 // the register blocking and so the partial sums of a score product; the portable variant has no

@@ -251,4 +251,22 @@ SPATTN_KERNEL_INLINE void accumulate_product(float* acc, int64_t rows_o, int64_t
   }
 }
 
+// accumulate_product over bfloat16 pairs of inner rows, without the forward's rescaling
+// (flash_kernels.hpp, "bfloat16 pairs"): defined by flash_kernels_pairs.hpp for the configurations
+// with kBf16Pairs.
+template <typename Cfg>
+void accumulate_product_pairs(float* acc, int64_t rows_o, int64_t cols, const float* w, int64_t ldw,
+                              int64_t rows_i, const float* b, const RowRange* ranges);
+
+// A backward step's accumulating product: over bfloat16 pairs where the step's score products
+// take them (`pairs`; only for a configuration that has them), else over the floats.
+template <typename Cfg>
+SPATTN_KERNEL_INLINE void backward_product_of(bool pairs, float* acc, int64_t rows_o, int64_t cols, const float* w,
+                                              int64_t ldw, int64_t rows_i, const float* b, const RowRange* ranges) {
+  if constexpr (Cfg::kBf16Pairs) {
+    if (pairs) return accumulate_product_pairs<Cfg>(acc, rows_o, cols, w, ldw, rows_i, b, ranges);
+  }
+  accumulate_product<Cfg>(acc, rows_o, cols, w, ldw, rows_i, b, nullptr, ranges);
+}
+
 }  // namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE

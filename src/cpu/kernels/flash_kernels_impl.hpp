@@ -107,6 +107,8 @@ SPATTN_KERNEL_INLINE void forward_step(const ForwardTile& t) {
     const RowRange keys = t.bits == nullptr ? RowRange{0, t.rows_k}
                                             : attended_inner_rows(t.bits, t.bit_stride, t.rows_k, o0, start + W);
     softmax_lanes<L>(t.s, t.rows_q, keys, start, first, t.row_max, t.row_sum, alpha);
+    // (float32 even on pairs: O rounded through P would carry P's rounding into D = rowsum(dO ∘ O),
+    // and through it into every dS of the row.)
     accumulate_product<Cfg>(t.acc + o0 * t.e, W - first, t.e, t.s + keys.begin * t.rows_q + o0, t.rows_q,
                             keys.end - keys.begin, t.v + keys.begin * t.e, alpha + first);
   }
@@ -128,7 +130,7 @@ SPATTN_KERNEL_INLINE void dq_step(const DqTile& t) {
   score_product_of<Cfg>(t.v, t.rows_k, t.do_t, t.do_packed, t.rows_q, t.e,
                         {Epilogue::gradient, false, t.scale, t.delta}, t.s, ranges);
   // dQ += dS^T K
-  accumulate_product<Cfg>(t.dq, t.rows_q, t.d, t.s, t.rows_q, t.rows_k, t.k, nullptr, ranges);
+  backward_product_of<Cfg>(t.q_packed || t.do_packed, t.dq, t.rows_q, t.d, t.s, t.rows_q, t.rows_k, t.k, ranges);
 }
 
 template <typename Cfg>
@@ -139,17 +141,18 @@ SPATTN_KERNEL_INLINE void dkdv_step(const DkdvTile& t) {
   // A partial tile computes only the key rows each block of queries attends (flash_kernels_ranges.hpp).
   RowRange range_storage[kMaxRangeBlocks];
   const RowRange* ranges = attended_ranges(t.bits, t.bit_stride, t.rows_q, t.rows_k, range_storage);
+  const bool pairs = t.k_packed || t.v_packed;
   // P = exp(scale Q K^T - LSE): (rows_q, rows_k), LSE per query (inner) row
   score_product_of<Cfg>(t.q, t.rows_q, t.k_t, t.k_packed, t.rows_k, t.d,
                         {Epilogue::probability, true, t.scale, t.lse}, t.s, ranges);
   if (t.bits != nullptr) apply_bits(t.s, t.rows_q, t.rows_k, t.bits, t.bit_stride, 0.0f);
   // dV += P^T dO
-  accumulate_product<Cfg>(t.dv, t.rows_k, t.e, t.s, t.rows_k, t.rows_q, t.d_o, nullptr, ranges);
+  backward_product_of<Cfg>(pairs, t.dv, t.rows_k, t.e, t.s, t.rows_k, t.rows_q, t.d_o, ranges);
   // dS = P ∘ (dO V^T - D) (0 where P is: those entries keep apply_bits' 0)
   score_product_of<Cfg>(t.d_o, t.rows_q, t.v_t, t.v_packed, t.rows_k, t.e,
                         {Epilogue::gradient, true, t.scale, t.delta}, t.s, ranges);
   // dK += dS^T Q
-  accumulate_product<Cfg>(t.dk, t.rows_k, t.d, t.s, t.rows_k, t.rows_q, t.q, nullptr, ranges);
+  backward_product_of<Cfg>(pairs, t.dk, t.rows_k, t.d, t.s, t.rows_k, t.rows_q, t.q, ranges);
 }
 
 }  // namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE

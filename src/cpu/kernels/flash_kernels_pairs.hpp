@@ -103,4 +103,125 @@ __attribute__((noinline)) void score_product_pairs(const float* a, int64_t rows_
   }
 }
 
+// ---- accumulating products over pairs of inner rows -------------------------------------------
+
+// Lanes [0, count) of 16, count <= 16.
+SPATTN_KERNEL_INLINE __mmask16 first_lanes(int64_t count) {
+  return static_cast<__mmask16>(count >= 16 ? 0xffff : (1u << count) - 1);
+}
+
+// 16 pairs of b's inner rows `low` and `high` (nullptr: past an odd count, 0): lane x holds
+// element x of `low` in its low 16 bits and of `high` in its high ones. b holds bfloat16 values
+// exactly (a bfloat16 call's tiles), so the pairs are the floats' high halves: no rounding.
+SPATTN_KERNEL_INLINE __m512i exact_pairs(const float* low, const float* high, __mmask16 lanes) {
+  typedef uint32_t Bits32 __attribute__((vector_size(64)));  // (shifts as vector types: pack_pairs_in_place)
+  const Bits32 low_bits = (Bits32)_mm512_maskz_loadu_epi32(lanes, low) >> 16;
+  if (high == nullptr) return (__m512i)low_bits;
+  const Bits32 high_bits = (Bits32)_mm512_maskz_loadu_epi32(lanes, high) & 0xffff0000u;
+  return (__m512i)(low_bits | high_bits);
+}
+
+// w's rows `low` and `high` (nullptr: 0), outer rows [0, rows), as pairs rounded to bfloat16
+// (to nearest even): pairs[o] holds (low[o], high[o]). P and dS are float32 sums, so this rounds.
+SPATTN_KERNEL_INLINE void rounded_pairs(const float* low, const float* high, int64_t rows, uint32_t* pairs) {
+  // vcvtne2ps2bf16 puts low's 16 values, then high's, in one vector; the permutation interleaves them.
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                              22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t o = 0; o < rows; o += 16) {
+    const __mmask16 lanes = first_lanes(rows - o);
+    const __m512 high_values = high != nullptr ? _mm512_maskz_loadu_ps(lanes, high + o) : _mm512_setzero_ps();
+    const __m512bh both = _mm512_cvtne2ps_pbh(high_values, _mm512_maskz_loadu_ps(lanes, low + o));
+    _mm512_mask_storeu_epi32(pairs + o, lanes, _mm512_permutexvar_epi16(interleave, (__m512i)both));
+  }
+}
+
+// acc rows [0, rows_o), columns [x0, x0 + 16 X) (the last vector's `tail` lanes alone when Tail)
+// += the P pairs of inner rows of b (b_rows of them, at stride cols) weighted by w_pairs (P,
+// ld_pairs). The P X pair vectors of b stay in registers while the accumulator rows stream past
+// them, as accumulate_streamed's rows do.
+template <int P, int X, bool Tail>
+SPATTN_KERNEL_INLINE void accumulate_pairs_block(float* SPATTN_RESTRICT acc, int64_t rows_o, int64_t cols,
+                                                 int64_t x0, __mmask16 tail,
+                                                 const uint32_t* SPATTN_RESTRICT w_pairs, int64_t ld_pairs,
+                                                 const float* SPATTN_RESTRICT b, int64_t b_rows) {
+  __m512i inner[P * X];  // inner[p X + v]: pair p of b's rows, vector v
+  SPATTN_UNROLL for (int j = 0; j < P * X; ++j) {
+    const int p = j / X, v = j % X;
+    const float* low = b + 2 * p * cols + x0 + 16 * v;
+    inner[j] = exact_pairs(low, 2 * p + 1 < b_rows ? low + cols : nullptr, Tail && v == X - 1 ? tail : 0xffff);
+  }
+  for (int64_t o = 0; o < rows_o; ++o) {
+    float* row = acc + o * cols + x0;
+    __m512 t[X];
+    SPATTN_UNROLL for (int v = 0; v < X; ++v) {
+      t[v] = Tail && v == X - 1 ? _mm512_maskz_loadu_ps(tail, row + 16 * v) : _mm512_loadu_ps(row + 16 * v);
+    }
+    SPATTN_UNROLL for (int j = 0; j < P * X; ++j) {  // pair by pair, in order
+      const __m512i weight = _mm512_set1_epi32(static_cast<int>(w_pairs[(j / X) * ld_pairs + o]));
+      t[j % X] = _mm512_dpbf16_ps(t[j % X], (__m512bh)weight, (__m512bh)inner[j]);
+    }
+    SPATTN_UNROLL for (int v = 0; v < X; ++v) {
+      if (Tail && v == X - 1) {
+        _mm512_mask_storeu_ps(row + 16 * v, tail, t[v]);
+      } else {
+        _mm512_storeu_ps(row + 16 * v, t[v]);
+      }
+    }
+  }
+}
+
+// Every column of rows [0, rows_o), X vectors at a time, the last partial vector masked.
+template <int P>
+SPATTN_KERNEL_INLINE void accumulate_pairs_rows(float* acc, int64_t rows_o, int64_t cols, const uint32_t* w_pairs,
+                                                int64_t ld_pairs, const float* b, int64_t b_rows) {
+  int64_t x0 = 0;
+  for (; x0 + 64 <= cols; x0 += 64) {
+    accumulate_pairs_block<P, 4, false>(acc, rows_o, cols, x0, 0xffff, w_pairs, ld_pairs, b, b_rows);
+  }
+  for (; x0 + 16 <= cols; x0 += 16) {
+    accumulate_pairs_block<P, 1, false>(acc, rows_o, cols, x0, 0xffff, w_pairs, ld_pairs, b, b_rows);
+  }
+  if (x0 < cols) {
+    accumulate_pairs_block<P, 1, true>(acc, rows_o, cols, x0, first_lanes(cols - x0), w_pairs, ld_pairs, b, b_rows);
+  }
+}
+
+// flash_kernels_accumulate.hpp, accumulate_product_pairs: acc (rows_o, cols) += w^T b with w's
+// values rounded to bfloat16 (the backward's P and dS, as FlashAttention's GPU kernels round them)
+// and the inner rows added two at a time (vdpbf16ps), in blocks of kMaxBlockRows inner rows as
+// the float32 streamed order has them: within a block pairs (0, 1), (2, 3), ..., so a sum is a
+// fixed function of the tile shapes. With `ranges` a block updates only its attended outer rows,
+// where w is 0 elsewhere. Not inlined, as score_product_pairs.
+template <typename Cfg>
+__attribute__((noinline)) void accumulate_product_pairs(float* acc, int64_t rows_o, int64_t cols, const float* w,
+                                                        int64_t ldw, int64_t rows_i, const float* b,
+                                                        const RowRange* ranges) {
+  static_assert(Cfg::kBf16Pairs && kMaxBlockRows == 8, "blocks of 8 inner rows make 4 pairs");
+  constexpr int64_t kOuterPiece = 256;  // outer rows whose pairs of w are held at once
+  uint32_t w_pairs[(kMaxBlockRows / 2) * kOuterPiece];
+  for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
+    const int64_t n = rows_i - i0 < kMaxBlockRows ? rows_i - i0 : kMaxBlockRows;
+    RowRange outer{0, rows_o};
+    if (ranges != nullptr) {
+      outer = ranges[i0 / kMaxBlockRows];
+      if (outer.begin >= outer.end) continue;
+    }
+    for (int64_t o0 = outer.begin; o0 < outer.end; o0 += kOuterPiece) {
+      const int64_t rows = outer.end - o0 < kOuterPiece ? outer.end - o0 : kOuterPiece;
+      for (int64_t p = 0; 2 * p < n; ++p) {
+        const float* low = w + (i0 + 2 * p) * ldw + o0;
+        rounded_pairs(low, 2 * p + 1 < n ? low + ldw : nullptr, rows, w_pairs + p * kOuterPiece);
+      }
+      float* acc_rows = acc + o0 * cols;
+      const float* b_rows = b + i0 * cols;
+      switch ((n + 1) / 2) {
+        case 1: accumulate_pairs_rows<1>(acc_rows, rows, cols, w_pairs, kOuterPiece, b_rows, n); break;
+        case 2: accumulate_pairs_rows<2>(acc_rows, rows, cols, w_pairs, kOuterPiece, b_rows, n); break;
+        case 3: accumulate_pairs_rows<3>(acc_rows, rows, cols, w_pairs, kOuterPiece, b_rows, n); break;
+        default: accumulate_pairs_rows<4>(acc_rows, rows, cols, w_pairs, kOuterPiece, b_rows, n); break;
+      }
+    }
+  }
+}
+
 }  // namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE
