@@ -28,6 +28,16 @@ SPATTN_KERNEL_INLINE bool block_attends(const RowRange* ranges, int64_t i0, int6
   return range.begin < range.end && range.begin < o1 && o0 < range.end;
 }
 
+// The outer rows a block of inner rows from i0 updates: all of them, or (with `ranges`, one per
+// block of kMaxBlockRows inner rows, attended_ranges) its attended ones. False when it attends
+// none. (A reference out, as chunks_of_block: products.hpp says why.)
+SPATTN_KERNEL_INLINE bool outer_rows_of_block(const RowRange* ranges, int64_t i0, int64_t rows_o, RowRange& outer) {
+  outer = RowRange{0, rows_o};
+  if (ranges == nullptr) return true;
+  outer = ranges[i0 / kMaxBlockRows];
+  return outer.begin < outer.end;
+}
+
 // acc rows [o0, o0 + R), columns [x0, x0 + X kLanes).
 template <typename Cfg, int R, int X>
 SPATTN_KERNEL_INLINE void accumulate_block(float* SPATTN_RESTRICT acc, int64_t cols, int64_t o0, int64_t x0,
@@ -217,11 +227,8 @@ SPATTN_KERNEL_INLINE void accumulate_product(float* acc, int64_t rows_o, int64_t
   }
   for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
     const int64_t n = rows_i - i0 < kMaxBlockRows ? rows_i - i0 : kMaxBlockRows;
-    RowRange outer{0, rows_o};
-    if (ranges != nullptr) {
-      outer = ranges[i0 / kMaxBlockRows];
-      if (outer.begin >= outer.end) continue;
-    }
+    RowRange outer;
+    if (!outer_rows_of_block(ranges, i0, rows_o, outer)) continue;
     float* acc_rows = acc + outer.begin * cols;
     const int64_t rows = outer.end - outer.begin;
     const float* w_rows = w + i0 * ldw + outer.begin;

@@ -201,11 +201,8 @@ __attribute__((noinline)) void accumulate_product_pairs(float* acc, int64_t rows
   uint32_t w_pairs[(kMaxBlockRows / 2) * kOuterPiece];
   for (int64_t i0 = 0; i0 < rows_i; i0 += kMaxBlockRows) {
     const int64_t n = rows_i - i0 < kMaxBlockRows ? rows_i - i0 : kMaxBlockRows;
-    RowRange outer{0, rows_o};
-    if (ranges != nullptr) {
-      outer = ranges[i0 / kMaxBlockRows];
-      if (outer.begin >= outer.end) continue;
-    }
+    RowRange outer;
+    if (!outer_rows_of_block(ranges, i0, rows_o, outer)) continue;
     for (int64_t o0 = outer.begin; o0 < outer.end; o0 += kOuterPiece) {
       const int64_t rows = outer.end - o0 < kOuterPiece ? outer.end - o0 : kOuterPiece;
       for (int64_t p = 0; 2 * p < n; ++p) {
