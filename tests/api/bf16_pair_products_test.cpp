@@ -1,6 +1,7 @@
 // The avx512_bf16 kernels' bfloat16 pair products (cpu/kernels/flash_kernels.hpp, "bfloat16
 // pairs"): which tiles are packed, the packing checked by hand, each step on packed tiles against
-// the avx512 set on the same tiles (float32 outputs, so the pairs' own rounding shows), and
+// an fp64 computation of the same products (the backward's P and dS rounded to bfloat16; float32
+// outputs, so the pairs' own rounding shows) and unpacked ones against the avx512 set, and
 // bfloat16 calls through the API within FlashAttention's rule, counted == predicted and with the
 // same bits for any thread count, while float32 calls keep the avx512 set's bits. Skipped, saying
 // why, where the CPU has no AVX512_BF16.
