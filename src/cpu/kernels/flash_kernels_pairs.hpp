@@ -1,11 +1,12 @@
-// The score products over bfloat16 pairs (flash_kernels.hpp, "bfloat16 pairs"): AVX512_BF16's
+// The products over bfloat16 pairs (flash_kernels.hpp, "bfloat16 pairs"): AVX512_BF16's
 // vdpbf16ps multiplies 16 lanes of two bfloat16s each and adds both products to a float32 sum,
 // twice the multiply-adds of an FMA per instruction. Included only by the translation unit of the
 // avx512_bf16 set (flash_kernels_avx512_bf16.cpp), after flash_kernels_impl.hpp.
 //
-// Both operands hold bfloat16 values exactly (a bfloat16 call's tiles were widened from them), so
-// the conversions to pairs lose nothing, and the products are exact in float32; only the sums
-// round, as an FMA's do. vdpbf16ps takes bfloat16 subnormals as 0 and flushes subnormal results
+// A score product's operands hold bfloat16 values exactly (a bfloat16 call's tiles were widened
+// from them), so the conversions to pairs lose nothing, and the products are exact in float32; only
+// the sums round, as an FMA's do (an accumulating product's weights, P and dS, are rounded first:
+// accumulate_product_pairs). vdpbf16ps takes bfloat16 subnormals as 0 and flushes subnormal results
 // (below 1.2e-38) to 0. Sums run over pairs of head_dim in a fixed order, so a result is a fixed
 // function of the tile shapes, as in every set.
 #pragma once
@@ -38,6 +39,26 @@ struct PairProduct {
   }
 };
 
+// Lanes [0, count) of 16, count <= 16.
+SPATTN_KERNEL_INLINE __mmask16 first_lanes(int64_t count) {
+  return static_cast<__mmask16>(count >= 16 ? 0xffff : (1u << count) - 1);
+}
+
+// Rows `low` and `high` (nullptr: 0) of `rows` floats as pairs rounded to bfloat16 (to nearest
+// even; exact where they hold bfloat16 values): pairs[r] holds (low[r], high[r]). Each 16 pairs
+// are written after their 16 floats of both rows are read, so pairs may start where low does.
+SPATTN_KERNEL_INLINE void rounded_pairs(const float* low, const float* high, int64_t rows, uint32_t* pairs) {
+  // vcvtne2ps2bf16 puts low's 16 values, then high's, in one vector; the permutation interleaves them.
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                              22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t r = 0; r < rows; r += 16) {
+    const __mmask16 lanes = first_lanes(rows - r);
+    const __m512 high_values = high != nullptr ? _mm512_maskz_loadu_ps(lanes, high + r) : _mm512_setzero_ps();
+    const __m512bh both = _mm512_cvtne2ps_pbh(high_values, _mm512_maskz_loadu_ps(lanes, low + r));
+    _mm512_mask_storeu_epi32(pairs + r, lanes, _mm512_permutexvar_epi16(interleave, (__m512i)both));
+  }
+}
+
 // A row of `width` floats as ceil(width / 2) pairs (0 in the high half past an odd width).
 SPATTN_KERNEL_INLINE void row_to_pairs(const float* row, int64_t width, uint32_t* pairs) {
   int64_t x = 0;
@@ -47,35 +68,21 @@ SPATTN_KERNEL_INLINE void row_to_pairs(const float* row, int64_t width, uint32_t
   }
   if (x < width) {
     const int64_t left = width - x;  // 1 .. 31
-    const __mmask16 low = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
-    const __mmask16 high = static_cast<__mmask16>(left > 16 ? (1u << (left - 16)) - 1 : 0);
+    const __mmask16 high = left > 16 ? first_lanes(left - 16) : 0;
     const __m512bh both = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(high, row + x + 16),
-                                              _mm512_maskz_loadu_ps(low, row + x));
-    const int64_t count = (left + 1) / 2;
-    _mm512_mask_storeu_epi32(pairs + x / 2, static_cast<__mmask16>((1u << count) - 1), (__m512i)both);
+                                              _mm512_maskz_loadu_ps(first_lanes(left), row + x));
+    _mm512_mask_storeu_epi32(pairs + x / 2, first_lanes((left + 1) / 2), (__m512i)both);
   }
 }
 
 // flash_kernels.hpp, pack_bf16_pairs. In place: pair row p takes the bytes of float row p, which
 // pair row p / 2 < p has read already (and pair row 0 reads each vector of float rows 0 and 1
-// before it writes over it).
+// before it writes over it: rounded_pairs).
 inline const uint32_t* pack_pairs_in_place(float* tile, int64_t width, int64_t rows) {
-  typedef uint16_t Bits16 __attribute__((vector_size(32)));
-  typedef uint32_t Bits32 __attribute__((vector_size(64)));
   uint32_t* pairs = reinterpret_cast<uint32_t*>(tile);
   for (int64_t p = 0; p < (width + 1) / 2; ++p) {
     const float* low_row = tile + 2 * p * rows;
-    const float* high_row = 2 * p + 1 < width ? low_row + rows : nullptr;
-    uint32_t* out = pairs + p * rows;
-    for (int64_t r = 0; r < rows; r += 16) {
-      const __mmask16 lanes = static_cast<__mmask16>(rows - r >= 16 ? 0xffff : (1u << (rows - r)) - 1);
-      const __m512 low = _mm512_maskz_loadu_ps(lanes, low_row + r);
-      const __m512 high = high_row != nullptr ? _mm512_maskz_loadu_ps(lanes, high_row + r) : _mm512_setzero_ps();
-      // (Vector-type widening and shifts: GCC 12 warns on the intrinsics' undefined pass-through.)
-      const Bits32 low_bits = __builtin_convertvector((Bits16)_mm512_cvtneps_pbh(low), Bits32);
-      const Bits32 high_bits = __builtin_convertvector((Bits16)_mm512_cvtneps_pbh(high), Bits32);
-      _mm512_mask_storeu_epi32(out + r, lanes, (__m512i)(low_bits | (high_bits << 16)));
-    }
+    rounded_pairs(low_row, 2 * p + 1 < width ? low_row + rows : nullptr, rows, pairs + p * rows);
   }
   return pairs;
 }
@@ -105,11 +112,6 @@ __attribute__((noinline)) void score_product_pairs(const float* a, int64_t rows_
 
 // ---- accumulating products over pairs of inner rows -------------------------------------------
 
-// Lanes [0, count) of 16, count <= 16.
-SPATTN_KERNEL_INLINE __mmask16 first_lanes(int64_t count) {
-  return static_cast<__mmask16>(count >= 16 ? 0xffff : (1u << count) - 1);
-}
-
 // 16 pairs of b's inner rows `low` and `high` (nullptr: past an odd count, 0): lane x holds
 // element x of `low` in its low 16 bits and of `high` in its high ones. b holds bfloat16 values
 // exactly (a bfloat16 call's tiles), so the pairs are the floats' high halves: no rounding.
@@ -119,20 +121,6 @@ SPATTN_KERNEL_INLINE __m512i exact_pairs(const float* low, const float* high, __
   if (high == nullptr) return (__m512i)low_bits;
   const Bits32 high_bits = (Bits32)_mm512_maskz_loadu_epi32(lanes, high) & 0xffff0000u;
   return (__m512i)(low_bits | high_bits);
-}
-
-// w's rows `low` and `high` (nullptr: 0), outer rows [0, rows), as pairs rounded to bfloat16
-// (to nearest even): pairs[o] holds (low[o], high[o]). P and dS are float32 sums, so this rounds.
-SPATTN_KERNEL_INLINE void rounded_pairs(const float* low, const float* high, int64_t rows, uint32_t* pairs) {
-  // vcvtne2ps2bf16 puts low's 16 values, then high's, in one vector; the permutation interleaves them.
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                                              22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  for (int64_t o = 0; o < rows; o += 16) {
-    const __mmask16 lanes = first_lanes(rows - o);
-    const __m512 high_values = high != nullptr ? _mm512_maskz_loadu_ps(lanes, high + o) : _mm512_setzero_ps();
-    const __m512bh both = _mm512_cvtne2ps_pbh(high_values, _mm512_maskz_loadu_ps(lanes, low + o));
-    _mm512_mask_storeu_epi32(pairs + o, lanes, _mm512_permutexvar_epi16(interleave, (__m512i)both));
-  }
 }
 
 // acc rows [0, rows_o), columns [x0, x0 + 16 X) (the last vector's `tail` lanes alone when Tail)
