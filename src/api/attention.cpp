@@ -65,9 +65,9 @@ Plan forward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> v
   check_lse(where, lse, q);
   const std::vector<Mask> masks = check_masks(where, given, q.heads(), q.seqlen(), k.seqlen());
   check_outputs_apart(where, {named("o", o), named("lse", lse)}, {named("q", q), named("k", k), named("v", v)});
-  check_finite_inputs(where, q, k, v);
-  const double scale = resolve_scale(where, options, q.head_dim());
   const int threads = resolve_threads(where, options.threads);
+  check_finite_tensors({finite_scan(where, "q", q), finite_scan(where, "k", k), finite_scan(where, "v", v)}, threads);
+  const double scale = resolve_scale(where, options, q.head_dim());
   const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::forward, element_type_of<T>(), where, options);
 
   if (options.algorithm == Algorithm::reference) {
@@ -99,10 +99,12 @@ Plan backward(TensorView<const T> q, TensorView<const T> k, TensorView<const T> 
   const std::vector<Mask> masks = check_masks(where, given, q.heads(), q.seqlen(), k.seqlen());
   check_outputs_apart(where, {named("dq", dq), named("dk", dk), named("dv", dv)},
                       {named("q", q), named("k", k), named("v", v), named("o", o), named("lse", lse), named("d_o", d_o)});
-  check_finite_inputs(where, q, k, v);
-  check_finite_backward(where, o, lse, d_o);
-  const double scale = resolve_scale(where, options, q.head_dim());
   const int threads = resolve_threads(where, options.threads);
+  check_finite_tensors({finite_scan(where, "q", q), finite_scan(where, "k", k), finite_scan(where, "v", v),
+                        finite_scan(where, "o", o), finite_scan(where, "lse", lse, /*minus_infinity_allowed=*/true),
+                        finite_scan(where, "d_o", d_o)},
+                       threads);
+  const double scale = resolve_scale(where, options, q.head_dim());
   const Plan plan = plan_call(shape, call_heads(q, k), masks, Pass::backward, element_type_of<T>(), where, options);
 
   if (options.algorithm == Algorithm::reference) {

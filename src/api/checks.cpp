@@ -1,6 +1,8 @@
 // The argument checks of the attention entry points (checks.hpp).
 #include "api/checks.hpp"
 
+#include "cpu/workers.hpp"
+
 #include <spattn/error.hpp>
 
 #include <algorithm>
@@ -111,6 +113,32 @@ int64_t resolve_cache(const char* where, const AttentionOptions& options) {
 
 int64_t resolve_line_words(const char* where, const AttentionOptions& options, ElementType element) {
   return io::plan_line_words(where, options.line_words, options.ledger, io::line_words_of(element));
+}
+
+namespace {
+// Below this many elements one thread scans them all: starting a thread costs about what scanning
+// a megabyte does.
+constexpr int64_t kParallelFiniteElements = int64_t{1} << 18;
+}  // namespace
+
+void check_finite_tensors(const std::vector<FiniteScan>& scans, int threads) {
+  int64_t elements = 0;
+  for (const FiniteScan& scan : scans) elements += scan.elements;
+  const int workers = elements >= kParallelFiniteElements ? std::max(threads, 1) : 1;
+  // refused[t * workers + w]: whether worker w found a refused row in its share of tensor t.
+  std::vector<char> refused(scans.size() * static_cast<size_t>(workers), 0);
+  cpu::run_workers(workers, [&](int worker) {
+    for (size_t t = 0; t < scans.size(); ++t) {
+      const int64_t rows = scans[t].rows;
+      const int64_t begin = rows * worker / workers, end = rows * (worker + 1) / workers;
+      if (scans[t].first_refused(begin, end) != end) refused[t * static_cast<size_t>(workers) + static_cast<size_t>(worker)] = 1;
+    }
+  });
+  for (size_t t = 0; t < scans.size(); ++t) {
+    for (int worker = 0; worker < workers; ++worker) {
+      if (refused[t * static_cast<size_t>(workers) + static_cast<size_t>(worker)] != 0) scans[t].report();
+    }
+  }
 }
 
 int resolve_threads(const char* where, int requested) {

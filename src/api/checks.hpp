@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <type_traits>
 #include <vector>
 
@@ -102,22 +103,32 @@ std::vector<Mask> check_masks(const char* where, const HeadMasks& masks, int64_t
 // messages of check_qkv. Returns the per-head shape (head_dim_v 0 taken as head_dim).
 bounds::DenseShape check_shape(const char* where, const AttentionShape& shape);
 
-// The non-finite policy (reference/finite_values.hpp): q, k, v (and o, d_o, lse in the backward)
-// hold no NaN or infinity; lse may hold -inf (a row that attends nothing).
+// One tensor of check_finite_tensors: its rows (reference::flat_rows) and elements, a scan of rows
+// [begin, end) for the first one holding an element the policy refuses (or end), and the report
+// that throws the message naming that element.
+struct FiniteScan {
+  int64_t rows = 0;
+  int64_t elements = 0;
+  std::function<int64_t(int64_t, int64_t)> first_refused;
+  std::function<void()> report;
+};
 template <typename T>
-void check_finite_inputs(const char* where, const TensorView<const T>& q, const TensorView<const T>& k,
-                         const TensorView<const T>& v) {
-  reference::check_finite(where, "q", q);
-  reference::check_finite(where, "k", k);
-  reference::check_finite(where, "v", v);
+FiniteScan finite_scan(const char* where, const char* name, const TensorView<const T>& t,
+                       bool minus_infinity_allowed = false) {
+  return {reference::flat_rows(t), t.data == nullptr ? 0 : t.numel(),
+          [t, minus_infinity_allowed](int64_t begin, int64_t end) {
+            return reference::first_non_finite_row(t, begin, end, minus_infinity_allowed);
+          },
+          [where, name, t, minus_infinity_allowed] { reference::check_finite(where, name, t, minus_infinity_allowed); }};
 }
-template <typename T>
-void check_finite_backward(const char* where, const TensorView<const T>& o, const TensorView<const float>& lse,
-                           const TensorView<const T>& d_o) {
-  reference::check_finite(where, "o", o);
-  reference::check_finite(where, "lse", lse, /*minus_infinity_allowed=*/true);
-  reference::check_finite(where, "d_o", d_o);
-}
+
+// The non-finite policy (reference/finite_values.hpp) over a call's inputs: q, k, v (and o, d_o,
+// lse in the backward) hold no NaN or infinity; lse may hold -inf (a row that attends nothing).
+// Each tensor's rows are split over `threads` workers when the tensors hold enough elements to
+// pay for starting them (the scan runs before anything else of the call, on every call); the
+// error names the first refused element of the first tensor, in the order given, that has one,
+// whatever the split.
+void check_finite_tensors(const std::vector<FiniteScan>& scans, int threads);
 
 // Outputs must not share memory with themselves (strides that map two elements to one address),
 // with each other or with an input: a call would otherwise read what it already overwrote. A view

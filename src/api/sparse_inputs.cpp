@@ -253,13 +253,16 @@ Plan attention_backward(const MultiHeadInputs& inputs, TensorView<const float> o
   check_tensor(where, "dk", dk, batch, kv_heads, n, d, "seqlen_k x head_dim (k's shape)");
   check_tensor(where, "dv", dv, batch, kv_heads, n, e, "seqlen_k x head_dim_v (v's shape)");
   const std::vector<Mask> masks = check_masks(where, given, inputs, shape);
-  api_detail::check_finite_backward(where, o, lse, d_o);
+  const int threads = api_detail::resolve_threads(where, options.threads);
+  api_detail::check_finite_tensors({api_detail::finite_scan(where, "o", o),
+                                    api_detail::finite_scan(where, "lse", lse, /*minus_infinity_allowed=*/true),
+                                    api_detail::finite_scan(where, "d_o", d_o)},
+                                   threads);
   api_detail::check_outputs_apart(
       where, {api_detail::named("dq", dq), api_detail::named("dk", dk), api_detail::named("dv", dv)},
       {api_detail::named("o", o), api_detail::named("lse", lse), api_detail::named("d_o", d_o)});
   const double scale = api_detail::resolve_scale(where, options, d);
   const int64_t cache_words = api_detail::resolve_cache(where, options);
-  const int threads = api_detail::resolve_threads(where, options.threads);
   const Plan plan = plan_detail::plan_csr_inputs(shape, inputs, masks, cache_words,
                                                  api_detail::resolve_line_words(where, options, ElementType::fp32), Pass::backward,
                                                  options.algorithm);

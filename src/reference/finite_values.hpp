@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace spattn::reference {
@@ -28,35 +29,81 @@ bool finite_element(T value, bool minus_infinity_allowed) {
   }
 }
 
+// Whether a row of `count` elements `step` apart holds an element whose exponent bits are all ones
+// (NaN or an infinity, -inf included), read from the bits alone: an OR over the row with no branch
+// and no float arithmetic, which the compiler vectorizes. (A float sum of x - x over the row is a
+// chain of dependent adds: the check took 6.6 % of a windowed fwd + bwd's samples on 2 threads,
+// all on the calling thread.)
+template <typename T>
+bool row_has_non_finite_bits(const T* row, int64_t count, int64_t step) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "an IEEE element of 16, 32 or 64 bits");
+  using Bits = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+  constexpr auto kExponent = static_cast<Bits>(std::is_same_v<T, half_t>       ? 0x7c00ull
+                                               : std::is_same_v<T, bfloat16_t> ? 0x7f80ull
+                                               : sizeof(T) == 4                ? 0x7f800000ull
+                                                                               : 0x7ff0000000000000ull);
+  Bits found = 0;
+  for (int64_t j = 0; j < count; ++j) {
+    Bits bits;
+    std::memcpy(&bits, row + j * step, sizeof bits);
+    found |= static_cast<Bits>((bits & kExponent) == kExponent);
+  }
+  return found != 0;
+}
+
+// A tensor's rows as first_non_finite_row numbers them (b, h, i in that order): batch x heads x seqlen.
+template <typename T>
+int64_t flat_rows(const TensorView<T>& t) {
+  return t.shape[0] * t.shape[1] * t.shape[2];
+}
+
+// The first of t's rows [begin, end) (flat_rows numbering) that holds an element finite_element
+// refuses, or `end` when none does.
+template <typename T>
+int64_t first_non_finite_row(const TensorView<const T>& t, int64_t begin, int64_t end,
+                             bool minus_infinity_allowed = false) {
+  if (t.data == nullptr) return end;
+  const int64_t heads = t.shape[1], seqlen = t.shape[2], cols = t.shape[3], step = t.stride[3];
+  if (begin >= end) return end;
+  int64_t b = begin / (heads * seqlen), h = begin / seqlen % heads, i = begin % seqlen;
+  for (int64_t flat = begin; flat < end; ++flat) {
+    const T* row = t.row(b, h, i);
+    if (row_has_non_finite_bits(row, cols, step)) {
+      for (int64_t j = 0; j < cols; ++j) {  // -inf may be allowed: then the row is judged element by element
+        if (!finite_element(row[j * step], minus_infinity_allowed)) return flat;
+      }
+    }
+    if (++i == seqlen) {
+      i = 0;
+      if (++h == heads) {
+        h = 0;
+        ++b;
+      }
+    }
+  }
+  return end;
+}
+
 // Throws InvalidArgument "<where>: <name>[b, h, i, j] = nan is not finite (...)" at the first
 // element that is NaN or infinite; with `minus_infinity_allowed` (an LSE, always float), -inf
 // passes.
 template <typename T>
 void check_finite(const char* where, const char* name, const TensorView<const T>& t,
                   bool minus_infinity_allowed = false) {
-  if (t.data == nullptr) return;  // no elements (the shape checks refuse data-less tensors with any)
-  for (int64_t b = 0; b < t.shape[0]; ++b) {
-    for (int64_t h = 0; h < t.shape[1]; ++h) {
-      for (int64_t i = 0; i < t.shape[2]; ++i) {
-        const T* row = t.row(b, h, i);
-        const int64_t step = t.stride[3];
-        if constexpr (!is_16bit_element_v<T>) {
-          // The common case in one branch-free pass (x - x is 0 for finite x and NaN otherwise).
-          T sum = 0;
-          for (int64_t j = 0; j < t.shape[3]; ++j) sum += row[j * step] - row[j * step];
-          if (sum == 0) continue;
-        }
-        for (int64_t j = 0; j < t.shape[3]; ++j) {
-          const T value = row[j * step];
-          if (finite_element(value, minus_infinity_allowed)) continue;
-          double printed = 0.0;
-          if constexpr (is_16bit_element_v<T>) printed = to_float(value);
-          else printed = static_cast<double>(value);
-          fail(where, ": ", name, "[", b, ", ", h, ", ", i, ", ", j, "] = ", printed,
-               " is not finite (spattn refuses NaN and infinity in its inputs; docs/api.md)");
-        }
-      }
-    }
+  const int64_t rows = flat_rows(t);
+  const int64_t flat = first_non_finite_row(t, 0, rows, minus_infinity_allowed);
+  if (flat == rows) return;
+  const int64_t heads = t.shape[1], seqlen = t.shape[2];
+  const int64_t b = flat / (heads * seqlen), h = flat / seqlen % heads, i = flat % seqlen;
+  const T* row = t.row(b, h, i);
+  for (int64_t j = 0; j < t.shape[3]; ++j) {
+    const T value = row[j * t.stride[3]];
+    if (finite_element(value, minus_infinity_allowed)) continue;
+    double printed = 0.0;
+    if constexpr (is_16bit_element_v<T>) printed = to_float(value);
+    else printed = static_cast<double>(value);
+    fail(where, ": ", name, "[", b, ", ", h, ", ", i, ", ", j, "] = ", printed,
+         " is not finite (spattn refuses NaN and infinity in its inputs; docs/api.md)");
   }
 }
 

@@ -3,10 +3,12 @@
 // and by the reference; the message names the tensor and the element; no output is written. An
 // LSE's -inf (a fully masked row) is accepted; its NaN or +inf is not.
 #include <spattn/attention.hpp>
+#include <spattn/elements.hpp>
 #include <spattn/error.hpp>
 #include <spattn/reference.hpp>
 #include <spattn/sparse_inputs.hpp>
 
+#include "reference/finite_values.hpp"
 #include "support/api_problem.hpp"
 
 #include <gtest/gtest.h>
@@ -134,4 +136,116 @@ TEST(NonFiniteInputs, SparseInputsAndTheReferenceFollowTheSamePolicy) {
     spattn::reference::forward<int64_t>(view(qd), view(kd), view(vd), {full.view()}, 1.0);
   });
   EXPECT_NE(message.find("v[0, 0, 4, 2] = inf is not finite"), std::string::npos) << message;
+}
+
+namespace {
+
+// The bit test the scan runs on every row (reference/finite_values.hpp), for each element type:
+// NaN and both infinities are found wherever they sit in a row, finite extremes are not.
+template <typename T>
+void expect_the_row_test_finds_exactly_the_non_finite(const std::vector<float>& finite,
+                                                       const std::vector<float>& non_finite) {
+  for (const float value : finite) {
+    std::vector<T> row(37, spattn::from_float<T>(0.5f));
+    row[36] = spattn::from_float<T>(value);
+    EXPECT_FALSE(spattn::reference::row_has_non_finite_bits(row.data(), 37, 1)) << value;
+  }
+  for (const float value : non_finite) {
+    for (const int64_t at : {0, 17, 36}) {
+      std::vector<T> row(37, spattn::from_float<T>(0.5f));
+      row[static_cast<size_t>(at)] = spattn::from_float<T>(value);
+      EXPECT_TRUE(spattn::reference::row_has_non_finite_bits(row.data(), 37, 1)) << value << " at " << at;
+      // A stride that steps over it does not see it; one that lands on it does.
+      EXPECT_EQ(spattn::reference::row_has_non_finite_bits(row.data(), 37 / 2 + 1, 2), at % 2 == 0) << value;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(NonFiniteInputs, TheRowBitTestFindsNanAndInfinityInEveryElementType) {
+  const std::vector<float> non_finite = {kNan, kInf, -kInf, -kNan};
+  const std::vector<float> common = {0.0f, -0.0f, 1.0f, -2.5f};
+  std::vector<float> for_float = common;
+  for (const float extreme : {std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                              std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min()}) {
+    for_float.push_back(extreme);
+  }
+  expect_the_row_test_finds_exactly_the_non_finite<float>(for_float, non_finite);
+  std::vector<float> for_bfloat16 = common;
+  for_bfloat16.push_back(3.38e38f);  // the largest finite bfloat16
+  expect_the_row_test_finds_exactly_the_non_finite<spattn::bfloat16_t>(for_bfloat16, non_finite);
+  std::vector<float> for_half = common;
+  for_half.push_back(65504.0f);  // the largest finite half
+  for_half.push_back(6.0e-8f);   // a half subnormal
+  expect_the_row_test_finds_exactly_the_non_finite<spattn::half_t>(for_half, non_finite);
+  std::vector<double> row(9, 0.25);
+  EXPECT_FALSE(spattn::reference::row_has_non_finite_bits(row.data(), 9, 1));
+  row[8] = std::numeric_limits<double>::max();
+  EXPECT_FALSE(spattn::reference::row_has_non_finite_bits(row.data(), 9, 1));
+  row[4] = -std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(spattn::reference::row_has_non_finite_bits(row.data(), 9, 1));
+}
+
+TEST(NonFiniteInputs, LargeInputsScannedOnSeveralThreadsNameTheFirstElementOfTheFirstTensor) {
+  // 2 heads x 2048 rows x 64: 786432 elements in q, k and v, enough for the scan to split its rows
+  // over the threads. q's poison sits in the last worker's share, k's in the first's: q's is named,
+  // and of q's two the earlier, whatever the thread count.
+  const Mask mask = Mask::from_spec("causal", 2048, 2048);
+  ApiProblem p(1, 2, 2, 2048, 2048, 64);
+  p.q[(1 * 2048 + 2000) * 64 + 7] = kNan;   // q[0, 1, 2000, 7]
+  p.q[(1 * 2048 + 1999) * 64 + 63] = kInf;  // q[0, 1, 1999, 63]: the first
+  p.k[(0 * 2048 + 3) * 64 + 0] = -kInf;     // k[0, 0, 3, 0]
+  for (const int threads : {1, 2, 3}) {
+    AttentionOptions options;
+    options.threads = threads;
+    std::vector<float> o(p.size(2, 2048), kSentinel), lse(2 * 2048, kSentinel);
+    const std::string message = refusal([&] {
+      spattn::attention_forward(p.in(p.q, 2, 2048, 64), p.in(p.k, 2, 2048, 64), p.in(p.v, 2, 2048, 64),
+                                p.out(o, 2, 2048, 64), p.out(lse, 2, 2048, 1), mask, options);
+    });
+    EXPECT_NE(message.find("q[0, 1, 1999, 63] = inf is not finite"), std::string::npos) << threads << ": " << message;
+    EXPECT_TRUE(untouched(o) && untouched(lse)) << threads;
+  }
+
+  // The backward: an LSE's -inf passes the split scan too; d_o's NaN, after it in order, is named.
+  ApiProblem clean(1, 2, 2, 2048, 2048, 64);
+  clean.o = clean.d_o;
+  clean.lse.assign(2 * 2048, 1.0f);
+  clean.lse[2048 + 1500] = -kInf;
+  clean.d_o[(1 * 2048 + 2047) * 64 + 1] = kNan;
+  for (const int threads : {1, 2, 3}) {
+    AttentionOptions options;
+    options.threads = threads;
+    std::vector<float> dq(clean.size(2, 2048), kSentinel), dk = dq, dv = dq;
+    const std::string message = refusal([&] {
+      spattn::attention_backward(clean.in(clean.q, 2, 2048, 64), clean.in(clean.k, 2, 2048, 64),
+                                 clean.in(clean.v, 2, 2048, 64), clean.in(clean.o, 2, 2048, 64),
+                                 clean.in(clean.lse, 2, 2048, 1), clean.in(clean.d_o, 2, 2048, 64),
+                                 clean.out(dq, 2, 2048, 64), clean.out(dk, 2, 2048, 64), clean.out(dv, 2, 2048, 64),
+                                 mask, options);
+    });
+    EXPECT_NE(message.find("d_o[0, 1, 2047, 1] = nan is not finite"), std::string::npos) << threads << ": " << message;
+    EXPECT_TRUE(untouched(dq) && untouched(dk) && untouched(dv)) << threads;
+  }
+}
+
+TEST(NonFiniteInputs, LargeBfloat16InputsScannedOnSeveralThreadsAreRefusedByName) {
+  const int64_t n = 4096, d = 64;
+  std::vector<spattn::bfloat16_t> q(static_cast<size_t>(n * d), spattn::from_float<spattn::bfloat16_t>(0.25f));
+  std::vector<spattn::bfloat16_t> k = q, v = q;
+  v[static_cast<size_t>(4000 * d + 9)] = spattn::from_float<spattn::bfloat16_t>(kNan);
+  std::vector<spattn::bfloat16_t> o(static_cast<size_t>(n * d), spattn::from_float<spattn::bfloat16_t>(kSentinel));
+  std::vector<float> lse(static_cast<size_t>(n), kSentinel);
+  AttentionOptions options;
+  options.threads = 2;
+  const auto in = [&](const std::vector<spattn::bfloat16_t>& x) {
+    return TensorView<const spattn::bfloat16_t>::matrix(x.data(), n, d);
+  };
+  const std::string message = refusal([&] {
+    spattn::attention_forward(in(q), in(k), in(v), TensorView<spattn::bfloat16_t>::matrix(o.data(), n, d),
+                              TensorView<float>::matrix(lse.data(), n, 1), Mask::from_spec("causal", n, n), options);
+  });
+  EXPECT_NE(message.find("v[0, 0, 4000, 9] = nan is not finite"), std::string::npos) << message;
+  EXPECT_TRUE(untouched(lse));
 }
