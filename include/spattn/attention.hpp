@@ -53,7 +53,10 @@ struct AttentionOptions {
   // `ledger` at the end. Results are bit-identical for every thread count (each output tile is
   // computed by one worker, in a fixed order of operations). flash splits every head's tiles over
   // the workers; small_cache runs one head per worker, or, with fewer heads than threads, splits
-  // each head's row blocks over all of them.
+  // each head's row blocks over all of them. The workers past the first run on threads the
+  // process keeps between calls (started on first use, asleep between calls; a call that finds
+  // them busy, from another thread or inside a worker, starts threads of its own). The input
+  // scan for NaN and infinity is split over them too when the inputs are large.
   int threads = 0;
   // What the plan minimizes over a mask (spattn/plan.hpp): time (the default: block-sparse
   // flash's and the density-adaptive small_cache's tiles and auto's choice priced for native
