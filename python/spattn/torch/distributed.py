@@ -161,7 +161,7 @@ class _ShardedAttention(torch.autograd.Function):
             if count:
                 receives.append((peer, torch.empty(k.shape[0], k.shape[1], count, k.shape[3], dtype=k.dtype, device=k.device), _TAG_K))
                 receives.append((peer, torch.empty(v.shape[0], v.shape[1], count, v.shape[3], dtype=v.dtype, device=v.device), _TAG_V))
-        pending = _post(call, sends, receives)
+        pending = _post(call, sends, receives, "forward")
         # Own keys first, while the remote ones travel.
         out, lse = _translate(lambda: ops.forward(q, k, v, call.own_keys, *call.settings))
         _wait(call, pending, "forward")
@@ -205,7 +205,7 @@ class _ShardedAttention(torch.autograd.Function):
             if count:
                 receives.append((peer, torch.empty(k.shape[0], k.shape[1], count, k.shape[3], dtype=k.dtype, device=k.device), _TAG_DK))
                 receives.append((peer, torch.empty(v.shape[0], v.shape[1], count, v.shape[3], dtype=v.dtype, device=v.device), _TAG_DV))
-        pending = _post(call, sends, receives)
+        pending = _post(call, sends, receives, "backward")
         dq_own, dk, dv = _translate(lambda: ops.backward(q, k, v, out, lse, d_out, call.own_keys, *call.settings))
         dq = dq_own if dq is None else dq_own + dq
         _wait(call, pending, "backward")
@@ -218,8 +218,10 @@ class _ShardedAttention(torch.autograd.Function):
         return dq, dk, dv, None
 
 
-def _post(call: _Call, sends, receives):
-    """Starts every send and receive of one exchange; nothing when there is nothing to move."""
+def _post(call: _Call, sends, receives, pass_: str):
+    """Starts every send and receive of one exchange; nothing when there is nothing to move. A peer
+    that failed can show here or in _wait, depending on when its failure reaches this rank: both
+    say the exchange failed."""
     operations = [dist.P2POp(dist.isend, tensor, call.peers[peer], call.group, tag) for peer, tensor, tag in sends]
     operations += [dist.P2POp(dist.irecv, tensor, call.peers[peer], call.group, tag) for peer, tensor, tag in receives]
     if not operations:
@@ -227,7 +229,8 @@ def _post(call: _Call, sends, receives):
     try:
         return dist.batch_isend_irecv(operations)
     except RuntimeError as error:
-        raise RuntimeError(f"{_WHERE}: rank {call.rank} could not start its exchange: {error}") from None
+        raise RuntimeError(f"{_WHERE}: rank {call.rank}: the {pass_} exchange failed to start (a peer failed, "
+                           f"timed out or called with another plan): {error}") from None
 
 
 def _wait(call: _Call, pending, pass_: str) -> None:
