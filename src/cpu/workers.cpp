@@ -8,7 +8,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
+#include <queue>
+#include <utility>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -134,6 +137,28 @@ void run_workers(int workers, const std::function<void(int)>& body) {
   for (const std::exception_ptr& error : errors) {
     if (error) std::rethrow_exception(error);
   }
+}
+
+std::vector<std::vector<int64_t>> split_by_cost(const std::vector<int64_t>& costs, int workers) {
+  const int count = std::max(workers, 1);
+  std::vector<std::vector<int64_t>> split(static_cast<size_t>(count));
+  std::vector<int64_t> order(costs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return costs[static_cast<size_t>(a)] > costs[static_cast<size_t>(b)];
+  });
+  // The workers by (load, index): the least loaded, lowest first, on top.
+  using Load = std::pair<int64_t, int>;
+  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> loads;
+  for (int worker = 0; worker < count; ++worker) loads.emplace(0, worker);
+  for (const int64_t item : order) {
+    const Load least = loads.top();
+    loads.pop();
+    split[static_cast<size_t>(least.second)].push_back(item);
+    loads.emplace(least.first + costs[static_cast<size_t>(item)], least.second);
+  }
+  for (std::vector<int64_t>& items : split) std::sort(items.begin(), items.end());
+  return split;
 }
 
 WorkerMemories::WorkerMemories(int workers, int64_t cache_words, io::Ledger* ledger,

@@ -29,6 +29,14 @@ void for_each_item(int worker, int workers, int64_t num_items, Body&& body) {
   for (int64_t item = worker; item < num_items; item += workers) body(item);
 }
 
+// A static split of items over `workers` balanced by their costs (>= 0), for work whose items
+// differ in size (a causal mask's query tiles, a banded mask's edges): the longest-processing-time
+// rule, items by decreasing cost (ties by index) each to the worker with the least cost so far
+// (ties to the lowest worker), each worker's items returned in increasing order. The largest load
+// exceeds the smallest by at most the largest item's cost. It depends on the costs and the worker
+// count only, and which worker computes an item does not change its bits.
+std::vector<std::vector<int64_t>> split_by_cost(const std::vector<int64_t>& costs, int workers);
+
 // One fast memory per worker, all of capacity cache_words, each counting into a ledger of its own
 // when `ledger` is set (native mode otherwise).
 class WorkerMemories {

@@ -105,3 +105,53 @@ TEST(Workers, AChildOfForkRunsWorkers) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(each_worker_runs_once(3));
 }
+
+namespace {
+
+// Every item in exactly one worker's list, each list ascending; the loads' spread.
+int64_t checked_spread(const std::vector<std::vector<int64_t>>& split, const std::vector<int64_t>& costs) {
+  std::vector<int> seen(costs.size(), 0);
+  int64_t most = 0, least = -1;
+  for (const std::vector<int64_t>& items : split) {
+    EXPECT_TRUE(std::is_sorted(items.begin(), items.end()));
+    int64_t load = 0;
+    for (const int64_t item : items) {
+      seen[static_cast<size_t>(item)]++;
+      load += costs[static_cast<size_t>(item)];
+    }
+    most = std::max(most, load);
+    least = least < 0 ? load : std::min(least, load);
+  }
+  for (const int count : seen) EXPECT_EQ(count, 1);
+  return most - least;
+}
+
+}  // namespace
+
+TEST(Workers, SplitByCostBalancesTheWorkNotTheCount) {
+  // A causal mask's query tiles cost 1, 2, ..., 8: round-robin gives 16 and 20, the split 18 and 18.
+  const std::vector<int64_t> causal = {1, 2, 3, 4, 5, 6, 7, 8};
+  const auto split = spattn::cpu::split_by_cost(causal, 2);
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(checked_spread(split, causal), 0);
+  EXPECT_EQ(split[0], (std::vector<int64_t>{0, 3, 4, 7}));  // 8, 5, 4, 1: the rule's own order
+  // Alike items go round-robin (a window's tiles), the short last tile to the lighter worker.
+  const std::vector<int64_t> alike = {4, 4, 4, 4, 4, 2};
+  const auto even = spattn::cpu::split_by_cost(alike, 2);
+  EXPECT_EQ(even[0], (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(even[1], (std::vector<int64_t>{1, 3, 5}));
+  // Any costs: the loads differ by at most the largest item, every worker count, repeatably.
+  for (const int workers : {1, 2, 3, 7, 40}) {
+    std::vector<int64_t> costs;
+    uint32_t state = 12345u + static_cast<uint32_t>(workers);
+    for (int i = 0; i < 97; ++i) {
+      state = state * 1664525u + 1013904223u;
+      costs.push_back(static_cast<int64_t>(state >> 20));
+    }
+    const auto first = spattn::cpu::split_by_cost(costs, workers);
+    ASSERT_EQ(first.size(), static_cast<size_t>(workers));
+    EXPECT_LE(checked_spread(first, costs), *std::max_element(costs.begin(), costs.end())) << workers;
+    EXPECT_EQ(spattn::cpu::split_by_cost(costs, workers), first);
+  }
+  EXPECT_TRUE(spattn::cpu::split_by_cost({}, 3)[2].empty());
+}

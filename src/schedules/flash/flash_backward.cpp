@@ -13,6 +13,7 @@
 #include "cpu/kernels/flash_kernels.hpp"
 #include "schedules/flash/flash_mask.hpp"
 #include "schedules/flash/flash_pairs.hpp"
+#include "schedules/flash/flash_split.hpp"
 
 #include "cpu/workers.hpp"
 
@@ -76,11 +77,11 @@ void delta_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, co
   });
 }
 
-// dK_j, dV_j per key tile of ck rows, streaming the query tiles of cq rows it visits, for the
-// items first_item, first_item + workers, ... (item = head * key tiles + key tile).
+// dK_j, dV_j per key tile of ck rows, streaming the query tiles of cq rows it visits, for
+// `items` (item = head * key tiles + key tile).
 // Resident: ck (2 d + 2 e) + cq (d + e + 2) + cq ck (+ flash_mask_resident_words(ck, cq)).
 void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const HeadShape& shape,
-               int64_t ck, int64_t cq, const FlashMask* mask, int64_t first_item, int workers) {
+               int64_t ck, int64_t cq, const FlashMask* mask, const std::vector<int64_t>& items) {
   const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k;
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   auto k_tile = fast.allocate<float>(ck * d, "K tile");          // (d, rows_k): K_j transposed
@@ -94,9 +95,8 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
   auto p_tile = fast.allocate<float>(cq * ck, "P/dS tile");      // (rows_q, rows_k), packed
 
   const int64_t num_k_tiles = num_tiles(n_k, ck);
-  const auto num_items = static_cast<int64_t>(heads.size()) * num_k_tiles;
   TileWalker queries = query_tiles_of(fast, mask, num_tiles(n_q, cq));
-  for (int64_t item = first_item; item < num_items; item += workers) {
+  for (const int64_t item : items) {
     const HeadBackward& p = heads[static_cast<size_t>(item / num_k_tiles)];
     const int64_t kt = item % num_k_tiles;
     const int64_t k0 = kt * ck;
@@ -148,11 +148,10 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
   }
 }
 
-// dQ_i per query tile of bq rows, streaming the key tiles of bk rows it visits, for the query
-// tiles `worker` owns: items first_item, first_item + workers, ... (item = head * query tiles +
-// query tile). Resident: bq (2 d + e + 2) + bk (d + e) + bq bk (+ flash_mask_resident_words(bq, bk)).
+// dQ_i per query tile of bq rows, streaming the key tiles of bk rows it visits, for `items`
+// (item = head * query tiles + query tile). Resident: bq (2 d + e + 2) + bk (d + e) + bq bk (+ flash_mask_resident_words(bq, bk)).
 void dq_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const HeadShape& shape,
-             int64_t bq, int64_t bk, const FlashMask* mask, int64_t first_item, int workers) {
+             int64_t bq, int64_t bk, const FlashMask* mask, const std::vector<int64_t>& items) {
   const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k;
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   auto q_tile = fast.allocate<float>(bq * d, "Q tile");          // (d, rows_q): Q_i transposed
@@ -165,9 +164,8 @@ void dq_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const
   auto p_tile = fast.allocate<float>(bq * bk, "P/dS tile");      // (rows_k, rows_q), packed
 
   const int64_t num_q_tiles = num_tiles(n_q, bq);
-  const auto num_items = static_cast<int64_t>(heads.size()) * num_q_tiles;
   TileWalker keys = key_tiles_of(fast, mask, num_tiles(n_k, bk));
-  for (int64_t item = first_item; item < num_items; item += workers) {
+  for (const int64_t item : items) {
     const HeadBackward& p = heads[static_cast<size_t>(item / num_q_tiles)];
     const int64_t qt = item % num_q_tiles;
     const int64_t q0 = qt * bq;
@@ -215,12 +213,6 @@ void dq_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const
   }
 }
 
-// The first item of `worker` at or after `begin` in a round-robin split over `workers`.
-int64_t first_item_at_or_after(int64_t begin, int worker, int workers) {
-  const int64_t offset = ((worker - begin) % workers + workers) % workers;
-  return begin + offset;
-}
-
 int64_t num_gradient_items(const std::vector<HeadBackward>& heads, const FlashTiles& tiles) {
   if (heads.empty()) return 0;
   const HeadShape shape = head_shape(heads.front());
@@ -255,19 +247,19 @@ void backward_delta_worker(io::FastMemory& fast, const std::vector<HeadBackward>
   delta_nest(fast, heads, head_shape(heads.front()), tiles.block_q, worker, workers);
 }
 
-// The gradient items: heads x key tiles (dK/dV), then heads x query tiles (dQ), split round-robin
-// as one list.
+// The gradient items: heads x key tiles (dK/dV), then heads x query tiles (dQ), as one list
+// (gradient_split); `items` ascend, so the dK/dV pass's come first.
 void backward_gradient_worker(io::FastMemory& fast, const std::vector<HeadBackward>& heads,
-                              const FlashTiles& tiles, const FlashMask* mask, int worker,
-                              int workers) {
+                              const FlashTiles& tiles, const FlashMask* mask, const std::vector<int64_t>& items) {
   if (heads.empty()) return;
   const HeadShape shape = head_shape(heads.front());
   const int64_t dkdv_items =
       static_cast<int64_t>(heads.size()) * num_tiles(shape.seqlen_k, tiles.dkdv_block_k);
-  dkdv_nest(fast, heads, shape, tiles.dkdv_block_k, tiles.dkdv_block_q, mask,
-            first_item_at_or_after(0, worker, workers), workers);
-  dq_nest(fast, heads, shape, tiles.block_q, tiles.block_k, mask,
-          first_item_at_or_after(dkdv_items, worker, workers) - dkdv_items, workers);
+  const auto first_dq = std::lower_bound(items.begin(), items.end(), dkdv_items);
+  std::vector<int64_t> dq_items(first_dq, items.end());
+  for (int64_t& item : dq_items) item -= dkdv_items;
+  dkdv_nest(fast, heads, shape, tiles.dkdv_block_k, tiles.dkdv_block_q, mask, std::vector<int64_t>(items.begin(), first_dq));
+  dq_nest(fast, heads, shape, tiles.block_q, tiles.block_k, mask, dq_items);
 }
 
 }  // namespace flash_detail
@@ -277,7 +269,7 @@ void flash_backward(io::FastMemory& fast, const HeadBackward& problem, const Fla
   const std::vector<HeadBackward> heads{problem};
   validate_heads(heads, tiles, mask);
   backward_delta_worker(fast, heads, tiles, 0, 1);
-  backward_gradient_worker(fast, heads, tiles, mask, 0, 1);
+  backward_gradient_worker(fast, heads, tiles, mask, gradient_split(head_shape(problem), 1, tiles, mask, 1).front());
 }
 
 void flash_backward_heads(const FlashTeam& team, const std::vector<HeadBackward>& heads,
@@ -291,8 +283,10 @@ void flash_backward_heads(const FlashTeam& team, const std::vector<HeadBackward>
   cpu::run_workers(workers, [&](int worker) {
     backward_delta_worker(memories[worker], heads, tiles, worker, workers);
   });
+  const std::vector<std::vector<int64_t>> split =
+      gradient_split(head_shape(heads.front()), static_cast<int64_t>(heads.size()), tiles, mask, workers);
   cpu::run_workers(workers, [&](int worker) {
-    backward_gradient_worker(memories[worker], heads, tiles, mask, worker, workers);
+    backward_gradient_worker(memories[worker], heads, tiles, mask, split[static_cast<size_t>(worker)]);
   });
   memories.merge_ledgers();
 }

@@ -8,6 +8,7 @@
 #include "cpu/kernels/flash_kernels.hpp"
 #include "schedules/flash/flash_mask.hpp"
 #include "schedules/flash/flash_pairs.hpp"
+#include "schedules/flash/flash_split.hpp"
 
 #include "cpu/workers.hpp"
 
@@ -75,7 +76,7 @@ void validate_heads(const std::vector<HeadForward>& heads, const FlashTiles& til
 }
 
 void forward_worker(io::FastMemory& fast, const std::vector<HeadForward>& heads,
-                    const FlashTiles& tiles, const FlashMask* mask, int worker, int workers) {
+                    const FlashTiles& tiles, const FlashMask* mask, const std::vector<int64_t>& items) {
   if (heads.empty()) return;
   const HeadShape shape = head_shape(heads.front());
   const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k;
@@ -93,9 +94,8 @@ void forward_worker(io::FastMemory& fast, const std::vector<HeadForward>& heads,
   auto s_tile = fast.allocate<float>(bq * bk, "S/P tile");   // (rows_k, rows_q), packed
 
   const int64_t num_q_tiles = num_tiles(n_q, bq);
-  const auto num_items = static_cast<int64_t>(heads.size()) * num_q_tiles;
   TileWalker keys = key_tiles_of(fast, mask, num_tiles(n_k, bk));
-  cpu::for_each_item(worker, workers, num_items, [&](int64_t item) {
+  for (const int64_t item : items) {
     const HeadForward& problem = heads[static_cast<size_t>(item / num_q_tiles)];
     const int64_t qt = item % num_q_tiles;
     const int64_t q0 = qt * bq;
@@ -137,7 +137,7 @@ void forward_worker(io::FastMemory& fast, const std::vector<HeadForward>& heads,
     finalize_rows(rows_q, e, row_max.data(), row_sum.data(), acc.data());
     fast.store(Operand::o, acc, 0, e, problem.o, q0, 0, rows_q, e);
     fast.store(Operand::lse, row_max, 0, 1, problem.lse, q0, 0, rows_q, 1);
-  });
+  }
 }
 
 }  // namespace flash_detail
@@ -146,7 +146,7 @@ void flash_forward(io::FastMemory& fast, const HeadForward& problem, const Flash
                    const FlashMask* mask) {
   const std::vector<HeadForward> heads{problem};
   validate_heads(heads, tiles, mask);
-  forward_worker(fast, heads, tiles, mask, 0, 1);
+  forward_worker(fast, heads, tiles, mask, forward_split(head_shape(problem), 1, tiles, mask, 1).front());
 }
 
 void flash_forward_heads(const FlashTeam& team, const std::vector<HeadForward>& heads,
@@ -157,8 +157,10 @@ void flash_forward_heads(const FlashTeam& team, const std::vector<HeadForward>& 
                         num_tiles(head_shape(heads.front()).seqlen_q, tiles.block_q);
   const int workers = static_cast<int>(std::clamp<int64_t>(items, 1, std::max(team.threads, 1)));
   cpu::WorkerMemories memories(workers, team.cache_words, team.ledger, team.schedule);
+  const std::vector<std::vector<int64_t>> split =
+      forward_split(head_shape(heads.front()), static_cast<int64_t>(heads.size()), tiles, mask, workers);
   cpu::run_workers(workers, [&](int worker) {
-    forward_worker(memories[worker], heads, tiles, mask, worker, workers);
+    forward_worker(memories[worker], heads, tiles, mask, split[static_cast<size_t>(worker)]);
   });
   memories.merge_ledgers();
 }
