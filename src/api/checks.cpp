@@ -116,15 +116,16 @@ int64_t resolve_line_words(const char* where, const AttentionOptions& options, E
 }
 
 namespace {
-// Below this many elements one thread scans them all: starting a thread costs about what scanning
-// a megabyte does.
+// Below this many elements one thread scans them all (waking a thread costs about what scanning a
+// megabyte does), and each worker gets at least half of it.
 constexpr int64_t kParallelFiniteElements = int64_t{1} << 18;
 }  // namespace
 
 void check_finite_tensors(const std::vector<FiniteScan>& scans, int threads) {
   int64_t elements = 0;
   for (const FiniteScan& scan : scans) elements += scan.elements;
-  const int workers = elements >= kParallelFiniteElements ? std::max(threads, 1) : 1;
+  const int workers = static_cast<int>(
+      std::clamp<int64_t>(elements / (kParallelFiniteElements / 2), 1, std::max(threads, 1)));
   // refused[t * workers + w]: whether worker w found a refused row in its share of tensor t.
   std::vector<char> refused(scans.size() * static_cast<size_t>(workers), 0);
   cpu::run_workers(workers, [&](int worker) {

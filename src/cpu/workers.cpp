@@ -28,6 +28,9 @@ namespace {
 // did before; results do not depend on which threads run a worker's items.
 class WorkerPool {
  public:
+  // The most threads the pool keeps; a call with more workers starts its own.
+  static constexpr int kMaxPoolThreads = 255;
+
   // The process's pool; a child of fork() (which has none of its parent's threads) gets a new
   // one, and the parent's, whose state it may have copied mid-job, is never touched again.
   static WorkerPool& instance() {
@@ -41,6 +44,7 @@ class WorkerPool {
   // Runs guarded(1) .. guarded(workers - 1) on pool threads and guarded(0) on the caller; false,
   // with nothing run, when the pool is busy.
   bool try_run(int workers, const std::function<void(int)>& guarded) {
+    if (workers - 1 > kMaxPoolThreads) return false;
     std::unique_lock<std::mutex> job(busy_, std::try_to_lock);
     if (!job.owns_lock()) return false;
     const int helpers = grow(workers - 1);

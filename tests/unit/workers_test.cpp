@@ -88,6 +88,9 @@ TEST(Workers, CallsInsideWorkersAndFromOtherThreadsRunOnThreadsOfTheirOwn) {
   }
   for (std::thread& caller : callers) caller.join();
   EXPECT_EQ(ok, 80);
+  // More workers than the pool keeps: threads of their own, then the pool again.
+  EXPECT_TRUE(each_worker_runs_once(300));
+  EXPECT_TRUE(each_worker_runs_once(3));
 }
 
 TEST(Workers, AChildOfForkRunsWorkers) {
