@@ -42,7 +42,7 @@ class WorkerPool {
   }
 
   // Runs guarded(1) .. guarded(workers - 1) on pool threads and guarded(0) on the caller; false,
-  // with nothing run, when the pool is busy.
+  // with nothing run, when the pool is busy or keeps fewer threads than the call needs.
   bool try_run(int workers, const std::function<void(int)>& guarded) {
     if (workers - 1 > kMaxPoolThreads) return false;
     std::unique_lock<std::mutex> job(busy_, std::try_to_lock);
