@@ -18,9 +18,10 @@
 namespace spattn::cpu {
 
 // Runs body(worker) for worker = 0 .. workers - 1, worker 0 on the calling thread and the others
-// on the process's pool of threads kept between calls (or, when the pool is running another call's
-// workers, on threads of their own); returns when all have finished. If any throw, rethrows the exception of
-// the lowest-numbered worker that threw (after all have stopped).
+// on the process's pool of threads kept between calls (on threads of their own when the pool runs
+// another call's workers or keeps fewer threads than asked: 255); returns when all have finished.
+// If any throw, rethrows the exception of the lowest-numbered worker that threw (after all have
+// stopped).
 void run_workers(int workers, const std::function<void(int)>& body);
 
 // The items of `worker` among `workers`: item = worker, worker + workers, ... < num_items.

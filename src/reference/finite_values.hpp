@@ -51,6 +51,16 @@ bool row_has_non_finite_bits(const T* row, int64_t count, int64_t step) {
   return found != 0;
 }
 
+// The first column of a row of `count` elements `step` apart that finite_element refuses, or
+// `count` when none is.
+template <typename T>
+int64_t first_refused_column(const T* row, int64_t count, int64_t step, bool minus_infinity_allowed) {
+  for (int64_t j = 0; j < count; ++j) {
+    if (!finite_element(row[j * step], minus_infinity_allowed)) return j;
+  }
+  return count;
+}
+
 // A tensor's rows as first_non_finite_row numbers them (b, h, i in that order): batch x heads x seqlen.
 template <typename T>
 int64_t flat_rows(const TensorView<T>& t) {
@@ -68,10 +78,10 @@ int64_t first_non_finite_row(const TensorView<const T>& t, int64_t begin, int64_
   int64_t b = begin / (heads * seqlen), h = begin / seqlen % heads, i = begin % seqlen;
   for (int64_t flat = begin; flat < end; ++flat) {
     const T* row = t.row(b, h, i);
-    if (row_has_non_finite_bits(row, cols, step)) {
-      for (int64_t j = 0; j < cols; ++j) {  // -inf may be allowed: then the row is judged element by element
-        if (!finite_element(row[j * step], minus_infinity_allowed)) return flat;
-      }
+    // (-inf may be allowed: a row the bits flag is judged element by element)
+    if (row_has_non_finite_bits(row, cols, step) &&
+        first_refused_column(row, cols, step, minus_infinity_allowed) < cols) {
+      return flat;
     }
     if (++i == seqlen) {
       i = 0;
@@ -96,15 +106,13 @@ void check_finite(const char* where, const char* name, const TensorView<const T>
   const int64_t heads = t.shape[1], seqlen = t.shape[2];
   const int64_t b = flat / (heads * seqlen), h = flat / seqlen % heads, i = flat % seqlen;
   const T* row = t.row(b, h, i);
-  for (int64_t j = 0; j < t.shape[3]; ++j) {
-    const T value = row[j * t.stride[3]];
-    if (finite_element(value, minus_infinity_allowed)) continue;
-    double printed = 0.0;
-    if constexpr (is_16bit_element_v<T>) printed = to_float(value);
-    else printed = static_cast<double>(value);
-    fail(where, ": ", name, "[", b, ", ", h, ", ", i, ", ", j, "] = ", printed,
-         " is not finite (spattn refuses NaN and infinity in its inputs; docs/api.md)");
-  }
+  const int64_t j = first_refused_column(row, t.shape[3], t.stride[3], minus_infinity_allowed);
+  const T value = row[j * t.stride[3]];
+  double printed = 0.0;
+  if constexpr (is_16bit_element_v<T>) printed = to_float(value);
+  else printed = static_cast<double>(value);
+  fail(where, ": ", name, "[", b, ", ", h, ", ", i, ", ", j, "] = ", printed,
+       " is not finite (spattn refuses NaN and infinity in its inputs; docs/api.md)");
 }
 
 }  // namespace spattn::reference

@@ -149,7 +149,8 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
 }
 
 // dQ_i per query tile of bq rows, streaming the key tiles of bk rows it visits, for `items`
-// (item = head * query tiles + query tile). Resident: bq (2 d + e + 2) + bk (d + e) + bq bk (+ flash_mask_resident_words(bq, bk)).
+// (item = head * query tiles + query tile).
+// Resident: bq (2 d + e + 2) + bk (d + e) + bq bk (+ flash_mask_resident_words(bq, bk)).
 void dq_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const HeadShape& shape,
              int64_t bq, int64_t bk, const FlashMask* mask, const std::vector<int64_t>& items) {
   const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k;

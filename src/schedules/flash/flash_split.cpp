@@ -19,6 +19,13 @@ int64_t visited_inner_rows(const FlashTileLists* lists, int64_t outer, int64_t i
 
 namespace {
 
+// Every item, in order: one worker's share needs no costs.
+std::vector<std::vector<int64_t>> every_item(int64_t count) {
+  std::vector<int64_t> items(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) items[static_cast<size_t>(i)] = i;
+  return {items};
+}
+
 // Appends, for every head, each outer tile's work: its rows x the inner rows it visits x
 // per_pair, plus its rows x per_row for what it loads and stores once.
 void append_tile_costs(std::vector<int64_t>& costs, int64_t heads, int64_t outer_rows, int64_t outer_block,
@@ -36,6 +43,7 @@ void append_tile_costs(std::vector<int64_t>& costs, int64_t heads, int64_t outer
 
 std::vector<std::vector<int64_t>> forward_split(const HeadShape& shape, int64_t heads, const FlashTiles& tiles,
                                                 const FlashMask* mask, int workers) {
+  if (workers <= 1) return every_item(heads * num_tiles(shape.seqlen_q, tiles.block_q));
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   std::vector<int64_t> costs;
   append_tile_costs(costs, heads, shape.seqlen_q, tiles.block_q, shape.seqlen_k,
@@ -45,6 +53,9 @@ std::vector<std::vector<int64_t>> forward_split(const HeadShape& shape, int64_t 
 
 std::vector<std::vector<int64_t>> gradient_split(const HeadShape& shape, int64_t heads, const FlashTiles& tiles,
                                                  const FlashMask* mask, int workers) {
+  if (workers <= 1) {
+    return every_item(heads * (num_tiles(shape.seqlen_k, tiles.dkdv_block_k) + num_tiles(shape.seqlen_q, tiles.block_q)));
+  }
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   std::vector<int64_t> costs;
   append_tile_costs(costs, heads, shape.seqlen_k, tiles.dkdv_block_k, shape.seqlen_q,

@@ -1,7 +1,7 @@
 // How a team splits flash's outer tiles (flash_heads.hpp): by their work, so that the long and the
 // short tiles of a causal, banded or document mask even out over the workers. A tile's work is
 // estimated from its list of inner tiles; the estimate moves only which worker runs a tile, never
-// what the tile computes or moves.
+// what the tile computes or moves. One worker gets every item in order, with no costs computed.
 #pragma once
 
 #include "schedules/flash/flash.hpp"
