@@ -171,7 +171,8 @@ struct HeadPlanOptions {
   Algorithm algorithm = Algorithm::automatic;
   int64_t num_heads = 1;    // head problems; the plan's counts are for all of them
   // Whether to search the M where auto's choice switches (Plan::switches). A full mask always has
-  // it: searched once per (seqlen_q, seqlen_k, head_dim, head_dim_v, pass) and kept (thread-safe).
+  // it: searched once per (seqlen_q, seqlen_k, head_dim, head_dim_v, line size, pass, objective)
+  // and kept (thread-safe).
   SwitchSearch switch_search = SwitchSearch::skip;
   // What the tiles over a mask and auto's choice minimize (time by default, as the API runs).
   PlanObjective objective = PlanObjective::time;
@@ -180,8 +181,8 @@ struct HeadPlanOptions {
   int64_t line_words = 0;
 };
 
-// Plans `num_heads` head problems over one `mask` (seqlen_q x seqlen_k) at a given M, the I/O
-// study's plan (spattn plan / run / sweep): for a full mask the dense flash and small_cache,
+// Plans `num_heads` float32 head problems over one `mask` (seqlen_q x seqlen_k) at a given M, the
+// I/O study's plan (spattn plan / run / sweep): for a full mask the dense flash and small_cache,
 // otherwise block-sparse flash and the density-adaptive small_cache, each predicted exactly from
 // the mask's structure (the structures are cached in the mask). The heads run as one group; a
 // whole call's plan, with batch, grouped-query heads and per-head masks, is previewed by

@@ -9,6 +9,7 @@
 #include "plan/memo_table.hpp"
 #include "plan/price.hpp"
 #include "plan/sparse_small_cache_tile_choice.hpp"
+#include "schedules/flash/flash_backward_fused.hpp"
 #include "schedules/flash/flash_flops.hpp"
 
 #include <algorithm>
@@ -87,25 +88,64 @@ AlgorithmCost small_cache_cost(const schedules::HeadShape& shape, int64_t cache_
   return cost;
 }
 
+// The rows' first and last keys, from the mask's own form.
+schedules::flash_detail::MaskSpans spans_of(const Mask& mask) {
+  return mask.row_intervals() != nullptr ? schedules::flash_detail::mask_spans(*mask.row_intervals())
+                                         : detail::with_element_csr(mask, [](const auto& csr) {
+                                             return schedules::flash_detail::mask_spans(csr);
+                                           });
+}
+
+// Whether `a` is the cheaper of two feasible flash predictions for `objective` (choice_margin's
+// order: time prices, or lines then words); false on a tie.
+bool cheaper(const AlgorithmCost& a, const AlgorithmCost& b, PlanObjective objective) {
+  if (objective == PlanObjective::time) return a.time_price < b.time_price;
+  if (a.total_lines() != b.total_lines()) return a.total_lines() < b.total_lines();
+  return a.total() < b.total();
+}
+
+AlgorithmCost priced_flash(const schedules::HeadShape& shape, const Mask* mask, int64_t line_words, Pass pass,
+                           const schedules::FlashTiles& tiles);
+
 // Dense (mask == nullptr) or block-sparse flash: the same schedule, the mask re-blocked at its
-// tiles (cached in the Mask). A mask's tiles follow the objective (flash_tile_choice.hpp).
+// tiles (cached in the Mask). A mask's tiles follow the objective (flash_tile_choice.hpp). With
+// fuse_dq, a backward also prices dQ in the dK/dV pass (FlashTiles::dq_in_dkdv) and takes it
+// where it is cheaper for the objective.
 AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                         int64_t line_words, Pass pass, PlanObjective objective, schedules::FlashTiles& tiles) {
+                         int64_t line_words, Pass pass, PlanObjective objective, bool fuse_dq,
+                         schedules::FlashTiles& tiles) {
   AlgorithmCost cost;
   const auto masking = mask != nullptr ? schedules::FlashMasking::block_sparse : schedules::FlashMasking::dense;
   cost.min_cache_words = schedules::flash_min_cache_words(shape, pass, masking);
   cost.feasible = cache_words >= cost.min_cache_words;
   if (!cost.feasible) return cost;
-  if (mask != nullptr) {
-    // The rows' first and last keys, from the mask's own form.
-    const auto spans = mask->row_intervals() != nullptr ? schedules::flash_detail::mask_spans(*mask->row_intervals())
-                                                     : detail::with_element_csr(*mask, [](const auto& csr) {
-                                                         return schedules::flash_detail::mask_spans(csr);
-                                                       });
-    tiles = schedules::masked_flash_tiles(shape, cache_words, pass, spans, objective);
-  } else {
-    tiles = schedules::flash_tiles(shape, cache_words, pass);
+  const auto spans = mask != nullptr ? spans_of(*mask) : schedules::flash_detail::MaskSpans{};
+  tiles = mask != nullptr ? schedules::masked_flash_tiles(shape, cache_words, pass, spans, objective)
+                          : schedules::flash_tiles(shape, cache_words, pass);
+  AlgorithmCost priced = priced_flash(shape, mask, line_words, pass, tiles);
+  if (fuse_dq && pass == Pass::backward &&
+      cache_words >= schedules::flash_min_cache_words(shape, pass, masking, true)) {
+    const schedules::FlashTiles fused = mask != nullptr
+                                            ? schedules::masked_fused_flash_tiles(shape, cache_words, spans, objective)
+                                            : schedules::fused_flash_tiles(shape, cache_words);
+    // Over a mask whose key tiles' lists jump about, the workers would wait on one another.
+    const bool flows = mask == nullptr || schedules::flash_detail::key_spans_ascend(
+                                              detail::cache_of(*mask).flash(*mask, fused, pass)->key_cols);
+    AlgorithmCost fused_cost = flows ? priced_flash(shape, mask, line_words, pass, fused) : AlgorithmCost{};
+    if (flows && cheaper(fused_cost, priced, objective)) {
+      tiles = fused;
+      priced = std::move(fused_cost);
+    }
   }
+  priced.min_cache_words = cost.min_cache_words;
+  priced.feasible = true;
+  return priced;
+}
+
+// flash's prediction with these tiles.
+AlgorithmCost priced_flash(const schedules::HeadShape& shape, const Mask* mask, int64_t line_words, Pass pass,
+                           const schedules::FlashTiles& tiles) {
+  AlgorithmCost cost;
   const auto flash_mask = mask != nullptr ? detail::cache_of(*mask).flash(*mask, tiles, pass) : nullptr;
   const auto words = pass == Pass::forward
                          ? schedules::predict_flash_forward_words(shape, tiles, flash_mask.get())
@@ -120,11 +160,14 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   cost.read_lines = lines.total().reads;
   cost.write_lines = lines.total().writes;
   // Partial tiles also apply their mask bits, pair by pair (plan.hpp).
-  set_flops(cost, mask == nullptr ? Priced::lines : Priced::words, line_words, schedules::flash_flops(shape, flash_mask.get(), pass),
+  set_flops(cost, mask == nullptr ? Priced::lines : Priced::words, line_words,
+            schedules::flash_flops(shape, flash_mask.get(), pass, tiles.dq_in_dkdv),
             schedules::flash_partial_pairs(flash_mask.get(), pass));
   std::ostringstream text;
   text << tiles;
-  if (flash_mask) text << "; " << flash_mask->query_rows.num_stored() << " stored tiles";
+  if (flash_mask) {
+    text << "; " << (tiles.dq_in_dkdv ? flash_mask->key_cols : flash_mask->query_rows).num_stored() << " stored tiles";
+  }
   cost.tiles = text.str();
   return cost;
 }
@@ -165,31 +208,33 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
 }  // namespace
 
 HeadCosts head_costs(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, int64_t line_words,
-                     Pass pass, PlanObjective objective) {
+                     Pass pass, PlanObjective objective, bool fuse_dq) {
   check_countable(shape);
   io::check_line_words("plan", line_words);
   if (mask == nullptr || mask->is_full()) {
-    // The dense costs follow from the shape, M, L and the pass (the tiles do not depend on the
-    // objective): kept per key, as every call over a full mask plans again (the dense tile search
-    // took about 3 ms a plan, more than the attention itself below n = 1024 at d = 64).
-    using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+    // The dense costs follow from the shape, M, L, the pass, the objective and fuse_dq (the
+    // objective picks between the backward's two forms): kept per key, as every call over a full
+    // mask plans again (the dense tile search took about 3 ms a plan, more than the attention
+    // itself below n = 1024 at d = 64).
+    using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
     static MemoTable<Key, HeadCosts> dense_costs;
     const Key key{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v, cache_words, line_words,
-                  static_cast<int>(pass)};
+                  static_cast<int>(pass), static_cast<int>(objective), fuse_dq};
     return dense_costs.get(key, [&] {
       HeadCosts costs;
-      costs.flash = flash_cost(shape, nullptr, cache_words, line_words, pass, objective, costs.flash_tiles);
+      costs.flash = flash_cost(shape, nullptr, cache_words, line_words, pass, objective, fuse_dq, costs.flash_tiles);
       costs.small_cache = small_cache_cost(shape, cache_words, line_words, pass, costs.small_cache_tiles);
       return costs;
     });
   }
   const detail::MaskCache::MemoNumbers numbers{shape.head_dim, shape.head_dim_v, cache_words,
-                                               static_cast<int64_t>(pass), static_cast<int64_t>(objective), line_words};
+                                               static_cast<int64_t>(pass), static_cast<int64_t>(objective), line_words,
+                                               fuse_dq ? 1 : 0};
   return detail::cache_of(*mask).remember<HeadCosts>(numbers, [&] {
     HeadCosts computed;
     computed.small_cache = masked_small_cache_cost(shape, *mask, cache_words, line_words, pass, objective,
                                                    computed.sparse_small_cache_tiles);
-    computed.flash = flash_cost(shape, mask, cache_words, line_words, pass, objective, computed.flash_tiles);
+    computed.flash = flash_cost(shape, mask, cache_words, line_words, pass, objective, fuse_dq, computed.flash_tiles);
     return computed;
   });
 }
@@ -208,8 +253,8 @@ namespace {
 
 // choice_margin at M (both must be feasible there).
 int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                        int64_t line_words, Pass pass, PlanObjective objective) {
-  const HeadCosts costs = head_costs(shape, mask, cache_words, line_words, pass, objective);
+                        int64_t line_words, Pass pass, PlanObjective objective, bool fuse_dq) {
+  const HeadCosts costs = head_costs(shape, mask, cache_words, line_words, pass, objective, fuse_dq);
   return choice_margin(costs.flash, costs.small_cache, mask != nullptr, objective);
 }
 
@@ -218,14 +263,14 @@ int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int
 // Every M at which auto's choice (the sign of choice_margin) changes, searching powers of two from the
 // smallest M both run with up to 16 (seqlen x head_dim) for a bracket and then bisecting.
 std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask* mask, int64_t line_words, Pass pass,
-                                   PlanObjective objective) {
-  const HeadCosts minimum = head_costs(shape, mask, 1, line_words, pass, objective);
+                                   PlanObjective objective, bool fuse_dq) {
+  const HeadCosts minimum = head_costs(shape, mask, 1, line_words, pass, objective, fuse_dq);
   if (minimum.small_cache.too_large || minimum.flash.too_large) return {};  // one algorithm at every M
   const int64_t low = std::max(minimum.flash.min_cache_words, minimum.small_cache.min_cache_words);
   const int64_t high = 16 * std::max<int64_t>(1, std::max(shape.seqlen_q, shape.seqlen_k) *
                                                      std::max(shape.head_dim, shape.head_dim_v));
   auto sign = [&](int64_t m) {
-    const int64_t diff = cost_difference(shape, mask, m, line_words, pass, objective);
+    const int64_t diff = cost_difference(shape, mask, m, line_words, pass, objective, fuse_dq);
     return diff > 0 ? 1 : (diff < 0 ? -1 : 0);
   };
   std::vector<int64_t> switches;
@@ -251,13 +296,16 @@ std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask
   return switches;
 }
 
-// The dense problem's switches depend on the shape and pass only, and every dense plan reports
-// them: found once per (seqlen_q, seqlen_k, d, d_v, L, pass) and kept (a bounded, locked table).
-std::vector<int64_t> dense_switches(const schedules::HeadShape& shape, int64_t line_words, Pass pass) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+// The dense problem's switches depend on the shape, the pass and (through the backward's form)
+// the objective only, and every dense plan reports them: found once per (seqlen_q, seqlen_k, d,
+// d_v, L, pass, objective, fuse_dq) and kept (a bounded, locked table).
+std::vector<int64_t> dense_switches(const schedules::HeadShape& shape, int64_t line_words, Pass pass,
+                                    PlanObjective objective, bool fuse_dq) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
   static MemoTable<Key, std::vector<int64_t>> table;
-  const Key key{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v, line_words, static_cast<int>(pass)};
-  return table.get(key, [&] { return find_switches(shape, nullptr, line_words, pass, PlanObjective::words); });
+  const Key key{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v, line_words, static_cast<int>(pass),
+                static_cast<int>(objective), fuse_dq};
+  return table.get(key, [&] { return find_switches(shape, nullptr, line_words, pass, objective, fuse_dq); });
 }
 
 // The switch nearest to cache_words (the smaller on a tie); 0 when there is none.

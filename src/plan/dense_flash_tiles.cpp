@@ -21,10 +21,18 @@ using namespace flash_detail;
 constexpr int64_t kMaxInnerRows = 16;
 constexpr int64_t kInnerFraction = 16;
 
+// The fused dK/dV pass (FlashTiles::dq_in_dkdv) adds dK's product and dQ's over its inner tile's
+// rows, which the kernels take in blocks of 8: a block of 1 to 7 rows more costs about as much as
+// a whole one. So its inner tile is a whole number of blocks where it can be: min(16, outer_1 / 8)
+// rounded down to 8 or 16 (at n = 4096, d = 64, M = 49152 the inner tile of 9 rows the rule
+// below gives ran the fused backward 1.25x (one thread) and 1.45x (two) slower than 16).
+int64_t whole_blocks(int64_t inner) { return inner >= 8 ? inner / 8 * 8 : inner; }
+
 // Precondition: cache_words >= nest.resident(1, 1). outer_limit caps the outer tile below what M
 // allows (flash_tile_choice.hpp); then the inner tile takes up to kMaxInnerRows of the memory left
 // (never more: in a masked run a larger inner tile covers more pairs outside the mask).
 NestTiles choose(const Nest& nest, int64_t cache_words, int64_t outer_limit) {
+  const bool in_blocks = nest.inner_in_blocks;
   const int64_t outer_cap = std::max<int64_t>(nest.outer_rows, 1);
   const int64_t inner_cap = std::max<int64_t>(nest.inner_rows, 1);
   const int64_t outer_1 = nest.outer_fit(cache_words, 1);
@@ -36,14 +44,15 @@ NestTiles choose(const Nest& nest, int64_t cache_words, int64_t outer_limit) {
     tiles.outer = outer_cap;
     tiles.inner = std::clamp<int64_t>(nest.inner_fit(cache_words, outer_cap), 1, inner_cap);
   } else {
-    tiles.inner = std::clamp<int64_t>(std::min(kMaxInnerRows, outer_1 / kInnerFraction), 1, inner_cap);
+    tiles.inner = in_blocks ? std::clamp<int64_t>(whole_blocks(std::min(kMaxInnerRows, outer_1 / 8)), 1, inner_cap)
+                        : std::clamp<int64_t>(std::min(kMaxInnerRows, outer_1 / kInnerFraction), 1, inner_cap);
     tiles.outer = std::min(nest.outer_fit(cache_words, tiles.inner), outer_cap);
     if (tiles.outer < 1) tiles = {std::min(outer_1, outer_cap), 1};  // defensive; see docs/flash.md
   }
   if (outer_limit < tiles.outer && outer_limit >= 1) {
     tiles.outer = outer_limit;
-    tiles.inner = std::clamp<int64_t>(std::min(kMaxInnerRows, nest.inner_fit(cache_words, outer_limit)), 1,
-                                      inner_cap);
+    const int64_t inner = std::min(kMaxInnerRows, nest.inner_fit(cache_words, outer_limit));
+    tiles.inner = std::clamp<int64_t>(in_blocks ? whole_blocks(inner) : inner, 1, inner_cap);
   }
   return tiles;
 }
@@ -55,9 +64,10 @@ namespace flash_detail {
 NestTiles nest_tiles(const HeadShape& shape, int64_t cache_words, FlashNest nest, FlashMasking masking,
                      int64_t outer_limit) {
   const Pass pass = nest == FlashNest::forward ? Pass::forward : Pass::backward;
-  if (cache_words < flash_min_cache_words(shape, pass, masking)) {
+  const bool fused = nest == FlashNest::fused_dkdv;
+  if (cache_words < flash_min_cache_words(shape, pass, masking, fused)) {
     fail("nest_tiles: M = ", cache_words, " words is below the minimum ",
-         flash_min_cache_words(shape, pass, masking));
+         flash_min_cache_words(shape, pass, masking, fused));
   }
   return choose(nest_of(shape, nest, masking), cache_words, outer_limit);
 }
@@ -97,6 +107,24 @@ FlashTiles flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
   tiles.block_k = q.inner;
   tiles.dkdv_block_k = kv.outer;
   tiles.dkdv_block_q = kv.inner;
+  return tiles;
+}
+
+FlashTiles fused_flash_tiles(const HeadShape& shape, int64_t cache_words, FlashMasking masking) {
+  const int64_t minimum = flash_min_cache_words(shape, Pass::backward, masking, true);
+  if (cache_words < minimum) {
+    fail("flash backward with dQ in the dK/dV pass: M = ", cache_words, " words is below the minimum ", minimum,
+         " for head_dim ", shape.head_dim, " and head_dim_v ", shape.head_dim_v,
+         " (1 x 1 tiles hold K^T, V^T, K, dK, dV | Q, dO, dQ, LSE, D | P, dS^T: 5 d + 3 d_v + 4 words",
+         masking == FlashMasking::block_sparse ? " + 20 words of mask structure" : "", ")");
+  }
+  const NestTiles kv = choose(fused_dkdv_nest(shape, masking), cache_words, INT64_MAX);
+  FlashTiles tiles;
+  tiles.block_q = std::clamp<int64_t>(cache_words / delta_words_per_row(shape), 1, std::max<int64_t>(shape.seqlen_q, 1));
+  tiles.block_k = 0;
+  tiles.dkdv_block_k = kv.outer;
+  tiles.dkdv_block_q = kv.inner;
+  tiles.dq_in_dkdv = true;
   return tiles;
 }
 

@@ -25,6 +25,12 @@ namespace spattn::schedules {
 FlashTiles flash_tiles(const HeadShape& shape, int64_t cache_words, Pass pass,
                        FlashMasking masking = FlashMasking::dense);
 
+// The tiles of a backward with dQ in the dK/dV pass (FlashTiles::dq_in_dkdv), by the same rule
+// for its one gradient nest (fused_dkdv_nest), and the D pre-pass's query tiles (block_q) as large
+// as M holds (2 d_v + 1 words a row); block_k 0. Throws InvalidArgument when cache_words <
+// flash_min_cache_words(shape, backward, masking, true), stating the minimum.
+FlashTiles fused_flash_tiles(const HeadShape& shape, int64_t cache_words, FlashMasking masking = FlashMasking::dense);
+
 // flash_tiles()' choice for one nest with the outer tile at most outer_limit rows (>= 1; a limit
 // at or above flash_tiles()' outer tile changes nothing). Below it, the inner tile is
 // min(16, what fits next to the limited outer tile), at most its sequence length: the memory the

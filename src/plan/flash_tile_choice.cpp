@@ -75,11 +75,12 @@ NestEstimate estimate_nest(const HeadShape& shape, FlashNest nest, const NestTil
                            const MaskSpans& spans) {
   const int64_t n_q = static_cast<int64_t>(spans.first.size()), n_k = spans.seqlen_k;
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
-  const bool keys_outer = nest == FlashNest::dkdv;
+  const bool keys_outer = nest == FlashNest::dkdv || nest == FlashNest::fused_dkdv;
   const int64_t block_q = keys_outer ? tiles.inner : tiles.outer;
   const int64_t block_k = keys_outer ? tiles.outer : tiles.inner;
-  // Words per row of the two sides (flash.hpp's word counts): Q (forward) or Q, dO, LSE, D; K, V.
-  const int64_t query_words = nest == FlashNest::forward ? d : d + e + 2;
+  // Words per row of the two sides (flash.hpp's word counts): Q (forward) or Q, dO, LSE, D (and
+  // dQ read and written with dQ in the dK/dV pass); K, V.
+  const int64_t query_words = nest == FlashNest::forward ? d : nest == FlashNest::fused_dkdv ? 3 * d + e + 2 : d + e + 2;
   const int64_t key_words = d + e;
   NestEstimate estimate;
   estimate.bit_words = (tiles.outer * tiles.inner + 63) / 64;
@@ -219,6 +220,18 @@ FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pas
     tiles.dkdv_block_k = second[best_second].tiles.outer;
     tiles.dkdv_block_q = second[best_second].tiles.inner;
   }
+  return tiles;
+}
+
+FlashTiles fused_flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, const flash_detail::MaskSpans& spans) {
+  FlashTiles tiles = fused_flash_tiles(shape, cache_words, FlashMasking::block_sparse);  // checks M
+  const std::vector<Candidate> options = candidates(shape, cache_words, FlashNest::fused_dkdv, spans);
+  size_t best = 0;
+  for (size_t i = 1; i < options.size(); ++i) {
+    if (options[i].estimate.cost() < options[best].estimate.cost()) best = i;
+  }
+  tiles.dkdv_block_k = options[best].tiles.outer;
+  tiles.dkdv_block_q = options[best].tiles.inner;
   return tiles;
 }
 

@@ -82,6 +82,17 @@ inline FlashTiles masked_flash_tiles(const HeadShape& shape, int64_t cache_words
                                           : flash_tiles(shape, cache_words, pass, FlashMasking::block_sparse);
 }
 
+// The tiles of a backward with dQ in the dK/dV pass (FlashTiles::dq_in_dkdv) over a mask, for an
+// objective: words, fused_flash_tiles()' own; time, the candidate of the fused dK/dV nest (as
+// flash_tiles_for_mask's) with the smallest cost. Throws InvalidArgument when M is below
+// flash_min_cache_words(shape, backward, block_sparse, true).
+FlashTiles fused_flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, const flash_detail::MaskSpans& spans);
+inline FlashTiles masked_fused_flash_tiles(const HeadShape& shape, int64_t cache_words,
+                                           const flash_detail::MaskSpans& spans, PlanObjective objective) {
+  return objective == PlanObjective::time ? fused_flash_tiles_for_mask(shape, cache_words, spans)
+                                          : fused_flash_tiles(shape, cache_words, FlashMasking::block_sparse);
+}
+
 namespace flash_detail {
 
 template <typename Index>

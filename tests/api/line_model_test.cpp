@@ -178,11 +178,13 @@ void expect_random_mask_switches_near_the_theory(int64_t n) {
 TEST(LineModel, InTheWordModelTheSwitchIsWhereThePaperPutsIt) {
   const int64_t n = 2048;
   expect_random_mask_switches_near_the_theory(n);
-  // Dense: within 0.5x to 2x of d^2.
+  // Dense: within 0.5x to 2x of d^2. Planned for words, the paper's measure: for time the backward
+  // accumulates dQ in its dK/dV pass, 5 products a pair for 7 at up to 1.4x the words, which moves
+  // its switch to about 2.6 d^2.
   for (const int64_t d : {32, 64, 128}) {
     for (const Pass pass : {Pass::forward, Pass::backward}) {
       const Plan plan = dense_plan({n, n, d, d}, pass,
-          {d * d, Algorithm::automatic, 1, spattn::SwitchSearch::skip, spattn::PlanObjective::time, 1});
+          {d * d, Algorithm::automatic, 1, spattn::SwitchSearch::skip, spattn::PlanObjective::words, 1});
       ASSERT_FALSE(plan.switches.empty());
       const double ratio = static_cast<double>(plan.switches.back()) / static_cast<double>(d * d);
       std::printf("full d = %lld, %s: switch at M = %lld, %.3f x d^2\n", static_cast<long long>(d), pass_name(pass),

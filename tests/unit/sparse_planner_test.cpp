@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -29,6 +30,15 @@ using spattn::Algorithm;
 using spattn::Mask;
 using spattn::Pass;
 using spattn::testing::dense_plan;
+
+namespace {
+// Tiles as a plan's text prints them.
+std::string text_of(const spattn::schedules::FlashTiles& tiles) {
+  std::ostringstream out;
+  out << tiles;
+  return out.str();
+}
+}  // namespace
 
 namespace {
 
@@ -208,13 +218,17 @@ TEST(SparsePlanner, FullMasksCostNoMoreThanDenseAndNearlyFullOnesLittleMore) {
   ASSERT_FALSE(almost_full.is_full());
   const Mask full_as_csr = Mask::from_csr(sparse_formats::full_pattern<int64_t>(n, n));
   ASSERT_TRUE(full_as_csr.is_full());
+  // (Both for words: for time, the dense backward accumulates dQ in its dK/dV pass, more words.)
+  const auto for_words = [](int64_t m) {
+    return spattn::HeadPlanOptions{m, Algorithm::automatic, 1, spattn::SwitchSearch::skip, spattn::PlanObjective::words};
+  };
   for (Pass pass : {Pass::forward, Pass::backward}) {
     EXPECT_EQ(plan_words({n, n, d, d}, full_as_csr, 4096, pass).total(),
-              dense_plan({n, n, d, d}, pass, {4096}).total());
+              dense_plan({n, n, d, d}, pass, for_words(4096)).total());
   }
   for (int64_t m : {int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
     for (Pass pass : {Pass::forward, Pass::backward}) {
-      const auto dense = dense_plan({n, n, d, d}, pass, {m});
+      const auto dense = dense_plan({n, n, d, d}, pass, for_words(m));
       const auto sparse = plan_words({n, n, d, d}, almost_full, m, pass);
       for (const auto& [name, dense_cost, sparse_cost] :
            {std::tuple<const char*, spattn::AlgorithmCost, spattn::AlgorithmCost>{"flash", dense.flash, sparse.flash},
@@ -235,7 +249,8 @@ TEST(SparsePlanner, FullMasksCostNoMoreThanDenseAndNearlyFullOnesLittleMore) {
 // wasted pairs, more words), and auto still runs flash: its time price is less than half of
 // small_cache's (which runs 4x to 5x slower at w = 128 here, docs/results.md section 4), and even
 // the smaller tiles move fewer lines than small_cache's fewest. Planned for words (the default of
-// plan_attention), flash keeps flash_tiles()' own, which move fewer words.
+// plan_attention), flash keeps flash_tiles()' own, which move fewer words. For time the backward
+// accumulates dQ in its dK/dV pass, whose key tiles shrink the same way.
 TEST(SparsePlanner, BandMasksGetSmallerFlashTilesAndAutoStillRunsFlash) {
   const int64_t n = 1024, m = 49152;
   for (const auto& [w, d] : {std::pair<int64_t, int64_t>{128, 64}, {128, 128}, {32, 128}}) {
@@ -253,13 +268,26 @@ TEST(SparsePlanner, BandMasksGetSmallerFlashTilesAndAutoStillRunsFlash) {
       EXPECT_EQ(fewest_words.algorithm, Algorithm::flash);
       EXPECT_LT(fewest_words.flash.total(), plan.flash.total());
       const spattn::schedules::HeadShape shape{n, n, d, d};
-      const auto own = spattn::schedules::flash_tiles(shape, m, pass, spattn::schedules::FlashMasking::block_sparse);
-      const auto chosen = spattn::schedules::flash_tiles_for_mask(shape, m, pass, window.csr());
-      EXPECT_LT(chosen.block_q, own.block_q);
-      EXPECT_NE(fewest_words.flash.tiles.find("block_q " + std::to_string(own.block_q) + ","), std::string::npos)
+      const auto masking = spattn::schedules::FlashMasking::block_sparse;
+      // For words: the rule's own tiles, of whichever backward form moves fewer lines.
+      const auto own = spattn::schedules::flash_tiles(shape, m, pass, masking);
+      const bool words_fused = fewest_words.flash.tiles.find("dQ in the dK/dV pass") != std::string::npos;
+      EXPECT_EQ(fewest_words.flash.tiles.rfind(
+                    text_of(words_fused ? spattn::schedules::fused_flash_tiles(shape, m, masking) : own) + ";", 0),
+                0u)
           << fewest_words.flash.tiles;
-      EXPECT_NE(plan.flash.tiles.find("block_q " + std::to_string(chosen.block_q) + ","), std::string::npos)
-          << plan.flash.tiles;
+      if (pass == Pass::forward) {
+        const auto chosen = spattn::schedules::flash_tiles_for_mask(shape, m, pass, window.csr());
+        EXPECT_LT(chosen.block_q, own.block_q);
+        EXPECT_NE(plan.flash.tiles.find("block_q " + std::to_string(chosen.block_q) + ","), std::string::npos)
+            << plan.flash.tiles;
+      } else {
+        const auto spans = spattn::schedules::flash_detail::mask_spans(window.csr());
+        const auto fused_own = spattn::schedules::fused_flash_tiles(shape, m, masking);
+        const auto chosen = spattn::schedules::fused_flash_tiles_for_mask(shape, m, spans);
+        EXPECT_LT(chosen.dkdv_block_k, fused_own.dkdv_block_k);
+        EXPECT_EQ(plan.flash.tiles.rfind(text_of(chosen) + ";", 0), 0u) << plan.flash.tiles;
+      }
     }
   }
 }
@@ -314,7 +342,12 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
     EXPECT_EQ(plan.small_cache.time_price,
               spattn::schedules::sparse_small_cache_time_price(plan.small_cache.total(), work));
     // Every tile of a uniform random mask at density 0.1 is partial: flash's pairs are all partial.
-    const auto flash_tiles = spattn::schedules::masked_flash_tiles(shape, m, pass, spattn::schedules::flash_detail::mask_spans(mask.csr()), spattn::PlanObjective::time);
+    // (The backward's is the cheaper of its two forms: dQ in the dK/dV pass here.)
+    const auto spans = spattn::schedules::flash_detail::mask_spans(mask.csr());
+    const auto flash_tiles = pass == Pass::forward
+                                 ? spattn::schedules::masked_flash_tiles(shape, m, pass, spans, spattn::PlanObjective::time)
+                                 : spattn::schedules::masked_fused_flash_tiles(shape, m, spans, spattn::PlanObjective::time);
+    EXPECT_EQ(plan.flash.tiles.rfind(text_of(flash_tiles) + ";", 0), 0u) << plan.flash.tiles;
     const auto flash_mask = spattn::schedules::build_flash_mask(mask.csr(), n, n, flash_tiles, pass);
     const int64_t partial = spattn::schedules::flash_partial_pairs(&flash_mask, pass);
     EXPECT_GT(partial, 0);
@@ -328,11 +361,13 @@ TEST(SparsePlanner, TimePricesAreTheWordsAndTheWorkAtThePlanRates) {
     EXPECT_EQ(plan.small_cache.walk_steps, work.walk_steps);
     // flash computes whole tiles: at least every attended pair, at most every pair.
     const int64_t flash_per_pair = pass == Pass::forward ? 2 * (d + d) : (4 * d + 2 * d) + 4 * (d + d);
-    EXPECT_GE(plan.flash.flops, flash_per_pair * mask.nnz());
-    EXPECT_LE(plan.flash.flops, flash_per_pair * n * n);
+    const int64_t fused_per_pair = 6 * d + 4 * d;  // the backward with dQ in its dK/dV pass
+    EXPECT_GE(plan.flash.flops, (pass == Pass::forward ? flash_per_pair : fused_per_pair) * mask.nnz());
+    EXPECT_LE(plan.flash.flops, (pass == Pass::forward ? flash_per_pair : fused_per_pair) * n * n);
     EXPECT_EQ(plan.algorithm, plan.flash.time_price <= plan.small_cache.time_price ? Algorithm::flash : Algorithm::small_cache);
     const auto full = plan_words({n, n, d, d}, Mask::full(n, n), 4000, pass);
-    EXPECT_EQ(full.flash.flops, flash_per_pair * n * n);
+    const bool full_fused = full.flash.tiles.find("dQ in the dK/dV pass") != std::string::npos;
+    EXPECT_EQ(full.flash.flops, (full_fused ? fused_per_pair : flash_per_pair) * n * n);
     EXPECT_EQ(full.small_cache.flops, per_entry * n * n);
   }
 }

@@ -28,6 +28,8 @@ std::string text_of(const T& value) {
 TEST(TileRecords, PrintWhatTheyHold) {
   EXPECT_EQ(text_of(FlashTiles{64, 16, 8, 128}), "block_q 64, block_k 16, dkdv_block_q 8, dkdv_block_k 128");
   EXPECT_EQ(text_of(FlashTiles{64, 16, 0, 0}), "block_q 64, block_k 16");  // a forward's
+  EXPECT_EQ(text_of(FlashTiles{381, 0, 16, 130, true}),
+            "block_q 381, dkdv_block_q 16, dkdv_block_k 130, dQ in the dK/dV pass");  // one-loop backward
   MatmulTiles product{32, 16, 8, 0, false, false};
   EXPECT_EQ(text_of(product), "32 x 16, chunk 8");
   product.carry_line_words = 16;

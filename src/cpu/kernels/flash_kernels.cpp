@@ -29,13 +29,17 @@ struct KernelTable {
   void (*forward)(const ForwardTile&);
   void (*dq)(const DqTile&);
   void (*dkdv)(const DkdvTile&);
+  void (*dq_from_scores)(const DqFromScoresTile&);
 };
 
-constexpr KernelTable kPortable{isa::forward_portable, isa::dq_portable, isa::dkdv_portable};
+constexpr KernelTable kPortable{isa::forward_portable, isa::dq_portable, isa::dkdv_portable,
+                                isa::dq_from_scores_portable};
 #if defined(SPATTN_KERNELS_X86)
-constexpr KernelTable kAvx2{isa::forward_avx2, isa::dq_avx2, isa::dkdv_avx2};
-constexpr KernelTable kAvx512{isa::forward_avx512, isa::dq_avx512, isa::dkdv_avx512};
-constexpr KernelTable kAvx512Bf16{isa::forward_avx512_bf16, isa::dq_avx512_bf16, isa::dkdv_avx512_bf16};
+constexpr KernelTable kAvx2{isa::forward_avx2, isa::dq_avx2, isa::dkdv_avx2, isa::dq_from_scores_avx2};
+constexpr KernelTable kAvx512{isa::forward_avx512, isa::dq_avx512, isa::dkdv_avx512, isa::dq_from_scores_avx512};
+// (float32 tiles: the avx512 set's code)
+constexpr KernelTable kAvx512Bf16{isa::forward_avx512_bf16, isa::dq_avx512_bf16, isa::dkdv_avx512_bf16,
+                                  isa::dq_from_scores_avx512};
 
 // AVX512_BF16 from cpuid (leaf 7, subleaf 1, eax bit 5): neither GCC 12's nor clang 14's
 // __builtin_cpu_supports can be relied on to name it. (The avx512 check before it covers the OS
@@ -182,5 +186,6 @@ void dkdv_tile(const DkdvTile& tile) {
   if (tile.k_packed || tile.v_packed) check_takes_pairs(table, "flash dkdv_tile");
   table.dkdv(tile);
 }
+void dq_from_scores_tile(const DqFromScoresTile& tile) { current_table().dq_from_scores(tile); }
 
 }  // namespace spattn::schedules::flash_kernels

@@ -94,6 +94,22 @@ struct DkdvTile {
   float* dv = nullptr;     // (rows_k, e)
 };
 
+// The fused dK/dV pass's dQ step (FlashTiles::dq_in_dkdv), after dkdv_tile on the same tile:
+// dQ += dS K, with dS the (rows_q, rows_k) tile dkdv_tile leaves in its scratch s (0 wherever the
+// pair is masked) and K the key tile's rows, already scaled by the call's scale. dS is transposed
+// into s_t first, so that the product is the accumulating product of the other steps (dQ's rows
+// add the key rows in order: a fixed function of the tile shapes); a partial tile skips the
+// blocks of key rows none of a query row's pairs attends, as the other products do. float32 only.
+struct DqFromScoresTile {
+  const float* s = nullptr;  // (rows_q, rows_k): dS
+  const float* k = nullptr;  // (rows_k, d): scale K
+  int64_t rows_q = 0, rows_k = 0, d = 0;
+  const uint64_t* bits = nullptr;  // the dkdv_tile's partial tile (key o, query i at o * bit_stride + i)
+  int64_t bit_stride = 0;
+  float* s_t = nullptr;      // (rows_k, rows_q) scratch
+  float* dq = nullptr;       // (rows_q, d)
+};
+
 // avx512_bf16: the avx512 kernels, whose score products take bfloat16 pairs (vdpbf16ps) where the
 // schedule packs them; on float32 tiles the two sets compute the same bits.
 enum class KernelIsa : uint8_t { portable, avx2, avx512, avx512_bf16 };
@@ -125,5 +141,6 @@ const uint32_t* pack_bf16_pairs(float* tile, int64_t width, int64_t rows);
 void forward_tile(const ForwardTile& tile);
 void dq_tile(const DqTile& tile);
 void dkdv_tile(const DkdvTile& tile);
+void dq_from_scores_tile(const DqFromScoresTile& tile);
 
 }  // namespace spattn::schedules::flash_kernels

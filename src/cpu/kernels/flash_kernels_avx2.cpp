@@ -39,6 +39,7 @@ using Cfg = avx2_kernels::Config<avx2_kernels::Lanes8, 12, 12, 6, 2>;
 void forward_avx2(const ForwardTile& t) { avx2_kernels::forward_step<Cfg>(t); }
 void dq_avx2(const DqTile& t) { avx2_kernels::dq_step<Cfg>(t); }
 void dkdv_avx2(const DkdvTile& t) { avx2_kernels::dkdv_step<Cfg>(t); }
+void dq_from_scores_avx2(const DqFromScoresTile& t) { avx2_kernels::dq_from_scores_step<Cfg>(t); }
 
 }  // namespace spattn::schedules::flash_kernels::isa
 

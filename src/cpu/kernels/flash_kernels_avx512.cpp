@@ -36,6 +36,7 @@ using Cfg = avx512_kernels::Config<avx512_kernels::Lanes16, 16, 24, 0, 0>;
 void forward_avx512(const ForwardTile& t) { avx512_kernels::forward_step<Cfg>(t); }
 void dq_avx512(const DqTile& t) { avx512_kernels::dq_step<Cfg>(t); }
 void dkdv_avx512(const DkdvTile& t) { avx512_kernels::dkdv_step<Cfg>(t); }
+void dq_from_scores_avx512(const DqFromScoresTile& t) { avx512_kernels::dq_from_scores_step<Cfg>(t); }
 
 }  // namespace spattn::schedules::flash_kernels::isa
 

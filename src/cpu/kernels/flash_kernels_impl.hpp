@@ -155,4 +155,17 @@ SPATTN_KERNEL_INLINE void dkdv_step(const DkdvTile& t) {
   backward_product_of<Cfg>(pairs, t.dk, t.rows_k, t.d, t.s, t.rows_k, t.rows_q, t.q, ranges);
 }
 
+template <typename Cfg>
+SPATTN_KERNEL_INLINE void dq_from_scores_step(const DqFromScoresTile& t) {
+  // dS^T: (rows_k, rows_q), the w of acc += w^T b
+  for (int64_t i = 0; i < t.rows_q; ++i) {
+    const float* row = t.s + i * t.rows_k;
+    for (int64_t c = 0; c < t.rows_k; ++c) t.s_t[c * t.rows_q + i] = row[c];
+  }
+  // dQ += dS K
+  RowRange range_storage[kMaxKeyBlocks];
+  const RowRange* ranges = attended_query_ranges(t.bits, t.bit_stride, t.rows_k, t.rows_q, range_storage);
+  accumulate_product<Cfg>(t.dq, t.rows_q, t.d, t.s_t, t.rows_q, t.rows_k, t.k, nullptr, ranges);
+}
+
 }  // namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE

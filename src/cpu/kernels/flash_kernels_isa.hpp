@@ -22,15 +22,18 @@ void dkdv_scalar(const DkdvTile& t);
 void forward_portable(const ForwardTile& t);
 void dq_portable(const DqTile& t);
 void dkdv_portable(const DkdvTile& t);
+void dq_from_scores_portable(const DqFromScoresTile& t);
 
 #if defined(SPATTN_KERNELS_X86)
 void forward_avx2(const ForwardTile& t);
 void dq_avx2(const DqTile& t);
 void dkdv_avx2(const DkdvTile& t);
+void dq_from_scores_avx2(const DqFromScoresTile& t);
 
 void forward_avx512(const ForwardTile& t);
 void dq_avx512(const DqTile& t);
 void dkdv_avx512(const DkdvTile& t);
+void dq_from_scores_avx512(const DqFromScoresTile& t);
 
 void forward_avx512_bf16(const ForwardTile& t);
 void dq_avx512_bf16(const DqTile& t);

@@ -29,6 +29,7 @@ void dkdv_scalar(const DkdvTile& t) { scalar::dkdv(t); }
 void forward_portable(const ForwardTile& t) { forward_step<PortableConfig>(t); }
 void dq_portable(const DqTile& t) { dq_step<PortableConfig>(t); }
 void dkdv_portable(const DkdvTile& t) { dkdv_step<PortableConfig>(t); }
+void dq_from_scores_portable(const DqFromScoresTile& t) { dq_from_scores_step<PortableConfig>(t); }
 
 }  // namespace spattn::schedules::flash_kernels::isa
 

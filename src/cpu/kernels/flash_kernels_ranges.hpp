@@ -74,4 +74,26 @@ SPATTN_KERNEL_INLINE RowRange attended_inner_rows(const uint64_t* bits, int64_t 
   return {begin, end};
 }
 
+// Key tiles up to this many blocks of kMaxBlockRows rows get their query ranges
+// (attended_query_ranges); longer ones are computed whole.
+constexpr int kMaxKeyBlocks = 64;
+
+// For the dK/dV pass's partial tile (outer rows = keys, inner = queries), per block of
+// kMaxBlockRows key rows the query rows any of them attends: the ranges of dQ += dS K, whose inner
+// rows are the keys. Written to `storage` (kMaxKeyBlocks entries); nullptr (every block takes
+// every query row) for a full tile, more than 64 query rows or more than kMaxKeyBlocks blocks.
+SPATTN_KERNEL_INLINE const RowRange* attended_query_ranges(const uint64_t* bits, int64_t bit_stride, int64_t rows_k,
+                                                           int64_t rows_q, RowRange* storage) {
+  const int64_t blocks = (rows_k + kMaxBlockRows - 1) / kMaxBlockRows;
+  if (bits == nullptr || rows_q > 64 || blocks > kMaxKeyBlocks) return nullptr;
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint64_t any = 0;
+    const int64_t end = rows_k < (b + 1) * kMaxBlockRows ? rows_k : (b + 1) * kMaxBlockRows;
+    for (int64_t o = b * kMaxBlockRows; o < end; ++o) any |= outer_row_bits(bits, bit_stride, o, rows_q);
+    storage[b] = any == 0 ? RowRange{0, 0}
+                          : RowRange{__builtin_ctzll(any), 64 - static_cast<int64_t>(__builtin_clzll(any))};
+  }
+  return storage;
+}
+
 }  // namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE

@@ -175,8 +175,8 @@ InputTraffic flash_backward_inputs(const HeadShape& shape, const FlashTiles& til
                           merged(row_tiles(in.k, tiles.dkdv_block_k, &InputTraffic::k),
                                  row_tiles(in.v, tiles.dkdv_block_k, &InputTraffic::v)),
                           row_tiles(in.q, tiles.dkdv_block_q, &InputTraffic::q));
-  // dQ pass (the D pre-pass reads no input).
-  sum += query_tile_nest(mask, tiles.block_q, tiles.block_k, in);
+  // dQ pass (the D pre-pass reads no input; with dQ in the dK/dV pass there is none).
+  if (!tiles.dq_in_dkdv) sum += query_tile_nest(mask, tiles.block_q, tiles.block_k, in);
   return sum;
 }
 

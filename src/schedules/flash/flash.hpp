@@ -10,6 +10,8 @@
 //   backward D pre-pass   per query tile (block_q rows):   D = rowsum(dO ∘ O), written to slow
 //   backward dK/dV pass   per key tile (dkdv_block_k rows): stream query tiles (dkdv_block_q rows)
 //   backward dQ pass      per query tile (block_q rows):   stream key tiles (block_k rows)
+// or, with FlashTiles::dq_in_dkdv, no dQ pass: the dK/dV pass adds each tile's dS K_j to dQ_i in
+// slow memory (flash_backward_fused.cpp).
 //
 // The words moved depend on the outer tile (how often the streamed operand is re-read); the
 // inner tile only takes fast memory. flash_tiles() therefore makes the outer tile as large as M
@@ -38,10 +40,15 @@ struct FlashTiles {
   // tiles of dkdv_block_q rows stream through it.
   int64_t dkdv_block_q = 0;
   int64_t dkdv_block_k = 0;
+  // The backward's dQ accumulates in the dK/dV pass (flash_backward_fused.cpp): each visited
+  // (key tile, query tile) adds dS K_j to dQ_i in slow memory, read and written back, in
+  // increasing key-tile order, and there is no dQ pass (block_k is unused: 0). Each product is
+  // computed once (5 per pair, against 7 with the dQ pass). float32 dQ only.
+  bool dq_in_dkdv = false;
 
   friend bool operator==(const FlashTiles& a, const FlashTiles& b) {
     return a.block_q == b.block_q && a.block_k == b.block_k && a.dkdv_block_q == b.dkdv_block_q &&
-           a.dkdv_block_k == b.dkdv_block_k;
+           a.dkdv_block_k == b.dkdv_block_k && a.dq_in_dkdv == b.dq_in_dkdv;
   }
 };
 // "block_q b_q, block_k b_k" and, when set (the backward's), ", dkdv_block_q c_q, dkdv_block_k c_k".
@@ -67,6 +74,8 @@ int64_t flash_mask_resident_words(int64_t outer_rows, int64_t inner_rows);
 //   D pre-pass   bq (2 e + 1)                               O, dO, D
 //   dK/dV pass   ck (2 d + 2 e) + cq (d + e + 2) + cq ck    K, V, dK, dV | Q, dO, LSE, D | P/dS
 //   dQ pass      bq (2 d + e + 2) + bk (d + e) + bq bk      Q, dO, LSE, D, dQ | K, V | P/dS
+//   fused dK/dV  ck (3 d + 2 e) + cq (2 d + e + 2) + 2 cq ck  K^T, K c, V, dK, dV | Q, dO, dQ,
+//                                                          LSE, D | P/dS, dS^T  (dq_in_dkdv)
 // block_sparse adds flash_mask_resident_words(bq, bk) to the forward and dQ nests and
 // flash_mask_resident_words(ck, cq) to the dK/dV nest (the D pre-pass reads no mask).
 // Throws InvalidArgument when a tile the pass uses is not positive.
@@ -77,8 +86,10 @@ int64_t flash_resident_words(const HeadShape& shape, const FlashTiles& tiles, Pa
 //   forward   2 d + 2 e + 3
 //   backward  3 d + 3 e + 3   (the dK/dV pass; the dQ pass needs 3 d + 2 e + 3, D 2 e + 1)
 // e.g. 387 words for the backward at d = e = 64. block_sparse adds 3 + 16 + 1 = 20 words.
+// With dq_in_dkdv (the backward only) the fused dK/dV pass: 5 d + 3 e + 4 (K^T, V^T, K, dK, dV |
+// Q, dO, dQ, LSE, D | P/dS, dS^T).
 int64_t flash_min_cache_words(const HeadShape& shape, Pass pass,
-                              FlashMasking masking = FlashMasking::dense);
+                              FlashMasking masking = FlashMasking::dense, bool dq_in_dkdv = false);
 
 // The exact words moved by flash_forward / flash_backward with these tiles, in O(1) arithmetic.
 // With n_q = seqlen_q, n_k = seqlen_k, T(n, b) = ceil(n / b), and both seqlens positive:
@@ -88,6 +99,9 @@ int64_t flash_min_cache_words(const HeadShape& shape, Pass pass,
 //                 + n_k (d + e) + T(n_k, ck) n_q (d + e + 2)   dK/dV pass: K, V | Q, dO, LSE, D
 //                 + n_q (d + e + 2) + T(n_q, bq) n_k (d + e)   dQ pass: Q, dO, LSE, D | K, V
 //            writes n_q + n_k (d + e) + n_q d                  D, dK, dV, dQ
+// With dq_in_dkdv (T = T(n_k, ck)): the dQ pass's terms give way to dQ read T - 1 and written T
+// times: reads 2 n_q e + n_k (d + e) + T n_q (d + e + 2) + (T - 1) n_q d, writes n_q + n_k (d + e)
+// + T n_q d (docs/flash.md, "How dQ is accumulated").
 // When a seqlen is 0 nothing is read and only the (zero / -inf) outputs are written.
 // With a FlashMask (built for this pass and these tiles) the counts are sums over the mask's
 // tile lists, O(1) per outer tile (no run); docs/block_sparse.md derives them. The IoCount is values +
@@ -152,8 +166,9 @@ namespace flash_detail {
 void check_tiles(const FlashTiles& tiles, Pass pass, const char* what);
 
 // One loop nest's tiles (flash.hpp's table): forward (block_q, block_k), the backward's dQ pass
-// (block_q, block_k) and dK/dV pass (dkdv_block_k, dkdv_block_q), as (outer, inner).
-enum class FlashNest : uint8_t { forward, dq, dkdv };
+// (block_q, block_k) and dK/dV pass (dkdv_block_k, dkdv_block_q), as (outer, inner); fused_dkdv is
+// the dK/dV pass that also accumulates dQ (FlashTiles::dq_in_dkdv).
+enum class FlashNest : uint8_t { forward, dq, dkdv, fused_dkdv };
 struct NestTiles {
   int64_t outer = 0;
   int64_t inner = 0;

@@ -9,6 +9,8 @@
 // The outer tiles of all heads are split over a team of workers (flash_heads.hpp), the D pre-pass
 // first, then the two gradient passes; the arithmetic on the tiles is flash_kernels.hpp's.
 #include "schedules/flash/flash.hpp"
+#include "schedules/flash/flash_backward_fused.hpp"
+#include "schedules/flash/flash_dq_turns.hpp"
 #include "schedules/flash/flash_heads.hpp"
 #include "cpu/kernels/flash_kernels.hpp"
 #include "schedules/flash/flash_mask.hpp"
@@ -42,10 +44,18 @@ void validate(const HeadBackward& p, const FlashTiles& tiles) {
   check_view(what, "dk", p.dk, s.seqlen_k, s.head_dim, "seqlen_k x head_dim");
   check_view(what, "dv", p.dv, s.seqlen_k, s.head_dim_v, "seqlen_k x head_dim_v");
   if (!std::isfinite(p.scale)) fail(what, ": scale = ", p.scale, " must be finite");
+  check_fused_dq(p, tiles);
 }
 
 void scale_in_place(float* values, int64_t count, float scale) {
   for (int64_t i = 0; i < count; ++i) values[i] *= scale;
+}
+
+// K^T (d, rows_k) -> scale K (rows_k, d): the dQ product's K rows, from the tile the score products use.
+void scaled_rows(const float* k_t, int64_t d, int64_t rows_k, float scale, float* k_rows) {
+  for (int64_t x = 0; x < d; ++x) {
+    for (int64_t r = 0; r < rows_k; ++r) k_rows[r * d + x] = k_t[x * rows_k + r] * scale;
+  }
 }
 
 // D = rowsum(dO ∘ O) for the query tiles `worker` owns (per query tile of block_q rows).
@@ -77,11 +87,12 @@ void delta_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, co
   });
 }
 
-// dK_j, dV_j per key tile of ck rows, streaming the query tiles of cq rows it visits, for
-// `items` (item = head * key tiles + key tile).
-// Resident: ck (2 d + 2 e) + cq (d + e + 2) + cq ck (+ flash_mask_resident_words(ck, cq)).
-void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const HeadShape& shape,
-               int64_t ck, int64_t cq, const FlashMask* mask, const std::vector<int64_t>& items) {
+}  // namespace
+
+namespace flash_detail {
+
+void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const HeadShape& shape, int64_t ck,
+               int64_t cq, const FlashMask* mask, const std::vector<int64_t>& items, const DqInDkdv* dq) {
   const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k;
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   auto k_tile = fast.allocate<float>(ck * d, "K tile");          // (d, rows_k): K_j transposed
@@ -93,11 +104,19 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
   auto lse = fast.allocate<float>(cq, "LSE");                    // (cq)
   auto delta = fast.allocate<float>(cq, "D");                    // (cq)
   auto p_tile = fast.allocate<float>(cq * ck, "P/dS tile");      // (rows_q, rows_k), packed
+  // dQ in the pass: K_j's rows scaled, dQ_i, dS transposed (fused_dkdv_nest's words).
+  const int64_t fused = dq != nullptr ? 1 : 0;
+  auto k_rows = fast.allocate<float>(fused * ck * d, "K rows");  // (rows_k, d): scale K_j
+  auto dq_tile = fast.allocate<float>(fused * cq * d, "dQ tile");  // (rows_q, d)
+  auto s_t = fast.allocate<float>(fused * cq * ck, "dS^T tile");   // (rows_k, rows_q)
 
-  const int64_t num_k_tiles = num_tiles(n_k, ck);
-  TileWalker queries = query_tiles_of(fast, mask, num_tiles(n_q, cq));
-  for (const int64_t item : items) {
-    const HeadBackward& p = heads[static_cast<size_t>(item / num_k_tiles)];
+  const int64_t num_k_tiles = num_tiles(n_k, ck), num_q_tiles = num_tiles(n_q, cq);
+  TileWalker queries = query_tiles_of(fast, mask, num_q_tiles);
+  for (size_t index = 0; index < items.size(); ++index) {
+    const int64_t item = items[index];
+    if (dq != nullptr && dq->turns != nullptr) dq->turns->start_item(dq->worker, index);
+    const int64_t head = item / num_k_tiles;
+    const HeadBackward& p = heads[static_cast<size_t>(head)];
     const int64_t kt = item % num_k_tiles;
     const int64_t k0 = kt * ck;
     const int64_t rows_k = tile_rows(n_k, ck, kt);
@@ -107,6 +126,7 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
     if (queries.start(kt)) {
       fast.load(Operand::k, p.k.transposed(), 0, k0, d, rows_k, k_tile, 0, rows_k);
       fast.load(Operand::v, p.v.transposed(), 0, k0, e, rows_k, v_tile, 0, rows_k);
+      if (dq != nullptr) scaled_rows(k_tile.data(), d, rows_k, p.scale, k_rows.data());  // (before any packing)
       k_packed = pack_bf16_pairs_where_taken(k_tile.data(), d, rows_k, p.k, p.q);
       v_packed = pack_bf16_pairs_where_taken(v_tile.data(), e, rows_k, p.v, p.d_o);
     }
@@ -140,13 +160,41 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
       step.s = p_tile.data();
       step.dk = dk_acc.data();
       step.dv = dv_acc.data();
-      flash_kernels::dkdv_tile(step);
+      flash_kernels::dkdv_tile(step);  // leaves dS in p_tile
+      if (dq == nullptr) continue;
+      // dQ_i += dS (scale K_j), after every earlier key tile's term.
+      if (dq->turns != nullptr) dq->turns->wait_turn(dq->worker, item, query.tile);
+      uint8_t& seen = (*dq->visited)[static_cast<size_t>(head * num_q_tiles + query.tile)];
+      if (seen != 0) {
+        fast.load(Operand::dq, p.dq, q0, 0, rows_q, d, dq_tile, 0, d);
+      } else {
+        std::fill(dq_tile.data(), dq_tile.data() + rows_q * d, 0.0f);
+      }
+      flash_kernels::DqFromScoresTile dq_step;
+      dq_step.s = p_tile.data();
+      dq_step.k = k_rows.data();
+      dq_step.rows_q = rows_q;
+      dq_step.rows_k = rows_k;
+      dq_step.d = d;
+      dq_step.bits = query.bits;
+      dq_step.bit_stride = cq;
+      dq_step.s_t = s_t.data();
+      dq_step.dq = dq_tile.data();
+      flash_kernels::dq_from_scores_tile(dq_step);
+      fast.store(Operand::dq, dq_tile, 0, d, p.dq, q0, 0, rows_q, d);
+      seen = 1;
+      if (dq->turns != nullptr) dq->turns->finished_query_tile(dq->worker, index, query.tile);
     }
     scale_in_place(dk_acc.data(), rows_k * d, p.scale);
     fast.store(Operand::dk, dk_acc, 0, d, p.dk, k0, 0, rows_k, d);
     fast.store(Operand::dv, dv_acc, 0, e, p.dv, k0, 0, rows_k, e);
   }
+  if (dq != nullptr && dq->turns != nullptr) dq->turns->finish(dq->worker);
 }
+
+}  // namespace flash_detail
+
+namespace {
 
 // dQ_i per query tile of bq rows, streaming the key tiles of bk rows it visits, for `items`
 // (item = head * query tiles + query tile).
@@ -259,7 +307,8 @@ void backward_gradient_worker(io::FastMemory& fast, const std::vector<HeadBackwa
   const auto first_dq = std::lower_bound(items.begin(), items.end(), dkdv_items);
   std::vector<int64_t> dq_items(first_dq, items.end());
   for (int64_t& item : dq_items) item -= dkdv_items;
-  dkdv_nest(fast, heads, shape, tiles.dkdv_block_k, tiles.dkdv_block_q, mask, std::vector<int64_t>(items.begin(), first_dq));
+  dkdv_nest(fast, heads, shape, tiles.dkdv_block_k, tiles.dkdv_block_q, mask, std::vector<int64_t>(items.begin(), first_dq),
+            nullptr);
   dq_nest(fast, heads, shape, tiles.block_q, tiles.block_k, mask, dq_items);
 }
 
@@ -270,6 +319,7 @@ void flash_backward(io::FastMemory& fast, const HeadBackward& problem, const Fla
   const std::vector<HeadBackward> heads{problem};
   validate_heads(heads, tiles, mask);
   backward_delta_worker(fast, heads, tiles, 0, 1);
+  if (tiles.dq_in_dkdv) return fused_gradients([&](int) -> io::FastMemory& { return fast; }, 1, heads, tiles, mask);
   backward_gradient_worker(fast, heads, tiles, mask, gradient_split(head_shape(problem), 1, tiles, mask, 1).front());
 }
 
@@ -277,13 +327,20 @@ void flash_backward_heads(const FlashTeam& team, const std::vector<HeadBackward>
                           const FlashTiles& tiles, const FlashMask* mask) {
   validate_heads(heads, tiles, mask);
   if (heads.empty()) return;
-  const int64_t items = num_gradient_items(heads, tiles);
+  const int64_t items = tiles.dq_in_dkdv ? static_cast<int64_t>(heads.size()) *
+                                               num_tiles(head_shape(heads.front()).seqlen_k, tiles.dkdv_block_k)
+                                         : num_gradient_items(heads, tiles);
   const int workers = static_cast<int>(std::clamp<int64_t>(items, 1, std::max(team.threads, 1)));
   cpu::WorkerMemories memories(workers, team.cache_words, team.ledger, team.schedule);
   // Phase 1, D for every query tile; phase 2 (after all of D is written), the gradients.
   cpu::run_workers(workers, [&](int worker) {
     backward_delta_worker(memories[worker], heads, tiles, worker, workers);
   });
+  if (tiles.dq_in_dkdv) {
+    fused_gradients([&](int worker) -> io::FastMemory& { return memories[worker]; }, workers, heads, tiles, mask);
+    memories.merge_ledgers();
+    return;
+  }
   const std::vector<std::vector<int64_t>> split =
       gradient_split(head_shape(heads.front()), static_cast<int64_t>(heads.size()), tiles, mask, workers);
   cpu::run_workers(workers, [&](int worker) {

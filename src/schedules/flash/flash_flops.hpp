@@ -11,6 +11,7 @@
 //     backward  (4 d + 2 e) per pair of the     S, dP = dO V^T, dQ += dS K
 //               dQ pass' tiles, 4 (d + e) per   S, dP, dK += dS^T Q, dV += P^T dO
 //               pair of the dK/dV pass' tiles
+//               (dQ in the dK/dV pass: 6 d + 4 e per pair of its tiles, each product once)
 //   small_cache (dense: every pair; density-adaptive: the mask's entries), once per pair:
 //     forward   2 (d + e)                        S, O
 //     backward  6 d + 4 e                        P, dP, dQ, dK, dV
@@ -26,7 +27,7 @@ struct FlashMask;
 struct FlashTileLists;
 
 // Flops per computed pair of one flash loop nest (the table above): forward 2 (d + e), dQ pass
-// 4 d + 2 e, dK/dV pass 4 (d + e). The tile choice (flash_tile_choice.hpp) weighs pairs with it.
+// 4 d + 2 e, dK/dV pass 4 (d + e), the dK/dV pass with dQ in it 6 d + 4 e. The tile choice (flash_tile_choice.hpp) weighs pairs with it.
 int64_t flash_flops_per_pair(const HeadShape& shape, flash_detail::FlashNest nest);
 
 // Pairs in the stored tiles of one direction of a FlashMask (edge tiles count their real rows and
@@ -35,8 +36,9 @@ int64_t flash_flops_per_pair(const HeadShape& shape, flash_detail::FlashNest nes
 int64_t stored_pairs(const FlashTileLists& lists, bool partial_only = false);
 
 // flash's flops over `mask` (built for the tiles that run and for `pass`), or dense
-// (mask == nullptr: every pair, whatever the tiles). O(stored tiles).
-int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass);
+// (mask == nullptr: every pair, whatever the tiles), for a backward with or without its dQ pass
+// (FlashTiles::dq_in_dkdv). O(stored tiles).
+int64_t flash_flops(const HeadShape& shape, const FlashMask* mask, Pass pass, bool dq_in_dkdv = false);
 
 // The pairs of flash's partial tiles over `mask` (built for the tiles that run and for `pass`):
 // the forward's, or the backward's two nests summed. 0 for the dense schedule (nullptr).

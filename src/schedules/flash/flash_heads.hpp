@@ -12,7 +12,9 @@
 //
 // The backward runs in two phases, all workers finishing the first before any starts the second:
 // the D pre-pass, then the dK/dV and dQ passes (which need all of D, and not each other), their
-// items listed one after the other.
+// items listed one after the other. With dQ in the dK/dV pass (FlashTiles::dq_in_dkdv) the second
+// phase is the key tiles, every dQ tile adding its terms in key-tile order across the workers
+// (flash_backward_fused.cpp), and a third writes dQ = 0 where no key tile visits.
 #pragma once
 
 #include "schedules/flash/flash.hpp"

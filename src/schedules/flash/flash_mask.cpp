@@ -69,8 +69,10 @@ FlashMask flash_mask_of(int64_t rows, int64_t cols, int64_t nnz, int64_t seqlen_
     fail("build_flash_mask: mask is ", rows, " x ", cols, ", expected ", seqlen_q, " x ", seqlen_k,
          " (seqlen_q x seqlen_k)");
   }
+  // A backward with dQ in the dK/dV pass walks the key tiles' lists only.
+  const bool query_lists_walked = pass == Pass::forward || !tiles.dq_in_dkdv;
   check_positive("block_q", tiles.block_q);
-  check_positive("block_k", tiles.block_k);
+  if (query_lists_walked) check_positive("block_k", tiles.block_k);
   if (pass == Pass::backward) {
     check_positive("dkdv_block_q", tiles.dkdv_block_q);
     check_positive("dkdv_block_k", tiles.dkdv_block_k);
@@ -81,7 +83,7 @@ FlashMask flash_mask_of(int64_t rows, int64_t cols, int64_t nnz, int64_t seqlen_
   out.pass = pass;
   out.tiles = tiles;
   out.nnz = nnz;
-  out.query_rows = query_lists(tiles.block_q, tiles.block_k);
+  if (query_lists_walked) out.query_rows = query_lists(tiles.block_q, tiles.block_k);
   if (pass == Pass::backward) out.key_cols = key_lists(tiles.dkdv_block_k, tiles.dkdv_block_q);
   return out;
 }
@@ -130,7 +132,7 @@ void check_mask([[maybe_unused]] const char* what, const FlashMask* mask, [[mayb
   assert(mask->seqlen_q == shape.seqlen_q && mask->seqlen_k == shape.seqlen_k && "flash mask of another shape");
   assert(mask->pass == pass && "flash mask built for the other pass");
   [[maybe_unused]] const FlashTiles& m = mask->tiles;
-  assert(m.block_q == tiles.block_q && m.block_k == tiles.block_k &&
+  assert(m.block_q == tiles.block_q && m.block_k == tiles.block_k && m.dq_in_dkdv == tiles.dq_in_dkdv &&
          (pass == Pass::forward || (m.dkdv_block_q == tiles.dkdv_block_q && m.dkdv_block_k == tiles.dkdv_block_k)) &&
          "flash mask built for other tiles");
 }

@@ -6,6 +6,7 @@
 #include "schedules/common/dense_lines.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace spattn::schedules {
 namespace {
@@ -66,6 +67,34 @@ void walk_lists(const FlashTileLists& lists, Outer&& outer, Inner&& inner) {
   }
 }
 
+// How many key tiles visit each query tile of the dK/dV pass's lists (dQ's terms with dQ in the
+// dK/dV pass), by a difference array over the runs: O(runs + query tiles).
+std::vector<int64_t> visits_per_query_tile(const FlashTileLists& key_cols) {
+  std::vector<int64_t> visits(static_cast<size_t>(key_cols.num_inner_tiles()) + 1, 0);
+  for (int64_t r = 0; r < key_cols.num_runs(); ++r) {
+    ++visits[static_cast<size_t>(key_cols.run_first(r))];
+    --visits[static_cast<size_t>(key_cols.run_first(r) + key_cols.run_count(r))];
+  }
+  for (size_t t = 1; t < visits.size(); ++t) visits[t] += visits[t - 1];
+  visits.pop_back();
+  return visits;
+}
+
+// The moves of dQ with dQ in the dK/dV pass, per query tile of `cq` rows with v visits: read back
+// v - 1 times, written v times (a tile nobody visits: once, as 0). cost(q0, rows) is one move's.
+template <typename Cost>
+IoCount fused_dq_moves(const FlashTileLists& key_cols, int64_t n_q, int64_t cq, Cost&& cost) {
+  IoCount moves;
+  const std::vector<int64_t> visits = visits_per_query_tile(key_cols);
+  for (int64_t t = 0; t < static_cast<int64_t>(visits.size()); ++t) {
+    const int64_t one = cost(t * cq, tile_rows(n_q, cq, t));
+    const int64_t v = visits[static_cast<size_t>(t)];
+    moves.reads += std::max<int64_t>(v - 1, 0) * one;
+    moves.writes += std::max<int64_t>(v, 1) * one;
+  }
+  return moves;
+}
+
 }  // namespace
 
 FlashWords predict_flash_forward_lines(const HeadShape& shape, const FlashTiles& tiles, const FlashMask* mask,
@@ -121,6 +150,12 @@ FlashWords predict_flash_backward_lines(const HeadShape& shape, const FlashTiles
         v.reads += dense_tile_run_lines(first, count, cq, n_q, d, L) + dense_tile_run_lines(first, count, cq, n_q, e, L) +
                    2 * dense_tile_run_lines(first, count, cq, n_q, 1, L);
       });
+  lines.indices.reads = list_index_lines(mask->key_cols, L);
+  if (tiles.dq_in_dkdv) {  // dQ read back and written at the visits
+    v += fused_dq_moves(mask->key_cols, n_q, cq,
+                        [&](int64_t q0, int64_t rows) { return dense_rows_lines(q0, rows, d, L); });
+    return lines;
+  }
   // dQ pass: Q, dO, LSE, D per query tile that visits; K, V per visit; dQ written.
   walk_lists(
       mask->query_rows,
@@ -133,7 +168,7 @@ FlashWords predict_flash_backward_lines(const HeadShape& shape, const FlashTiles
       [&](int64_t first, int64_t count) {
         v.reads += dense_tile_run_lines(first, count, bk, n_k, d, L) + dense_tile_run_lines(first, count, bk, n_k, e, L);
       });
-  lines.indices.reads = list_index_lines(mask->key_cols, L) + list_index_lines(mask->query_rows, L);
+  lines.indices.reads += list_index_lines(mask->query_rows, L);
   return lines;
 }
 
@@ -161,8 +196,18 @@ FlashWords predict_flash_backward_words(const HeadShape& shape, const FlashTiles
   const int64_t n_q = shape.seqlen_q, n_k = shape.seqlen_k;
   const int64_t d = shape.head_dim, e = shape.head_dim_v;
   const ListSums cols = sum_lists(mask->key_cols);    // dK/dV pass: key tile -> query tiles
-  const ListSums rows = sum_lists(mask->query_rows);  // dQ pass: query tile -> key tiles
   const int64_t delta_rows = n_k > 0 ? n_q : 0;       // the D pre-pass runs whenever keys exist
+  if (tiles.dq_in_dkdv) {
+    words.values.reads = delta_rows * 2 * e                           // O, dO
+                         + cols.outer_rows_visiting * (d + e)         // K, V per key tile
+                         + cols.inner_rows_visited * (d + e + 2);     // Q, dO, LSE, D
+    words.values.writes = delta_rows + n_k * (d + e);                 // D, dK, dV
+    words.values += fused_dq_moves(mask->key_cols, n_q, tiles.dkdv_block_q,
+                                   [&](int64_t, int64_t rows) { return rows * d; });
+    words.indices.reads = cols.index_reads;
+    return words;
+  }
+  const ListSums rows = sum_lists(mask->query_rows);  // dQ pass: query tile -> key tiles
   words.values.reads = delta_rows * 2 * e                                   // O, dO
                        + cols.outer_rows_visiting * (d + e)                 // K, V per key tile
                        + cols.inner_rows_visited * (d + e + 2)              // Q, dO, LSE, D

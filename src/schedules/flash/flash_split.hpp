@@ -27,4 +27,9 @@ std::vector<std::vector<int64_t>> forward_split(const HeadShape& shape, int64_t 
 std::vector<std::vector<int64_t>> gradient_split(const HeadShape& shape, int64_t heads, const FlashTiles& tiles,
                                                  const FlashMask* mask, int workers);
 
+// The items of a fused backward's gradient phase (FlashTiles::dq_in_dkdv), head * key tiles + key
+// tile, split over `workers`: a key tile's rows x the query rows it visits x (3 d + 2 e).
+std::vector<std::vector<int64_t>> fused_gradient_split(const HeadShape& shape, int64_t heads, const FlashTiles& tiles,
+                                                       const FlashMask* mask, int workers);
+
 }  // namespace spattn::schedules::flash_detail
