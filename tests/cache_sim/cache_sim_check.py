@@ -15,7 +15,9 @@ d^2 / 4, d^2, 4 d^2 and n d; small_cache on the four masks (dense on the full on
 density-adaptive schedule on the others) at M = d^2 / 4, d^2, 4 d^2 and n d, the density-adaptive
 one at d^2 / 8 too; dense small_cache at M = 2 L^2 (d^2 / 8); and at 2 d (128) dense small_cache at
 M = 2 L^2, 4 L^2 and 8 L^2 (d^2 / 32, d^2 / 16 and d^2 / 8 there) and flash at each pass's smallest
-M (4 d + 3 forward, 6 d + 3 backward: 515 and 771 words). Every ratio of simulated read misses to
+M (4 d + 3 forward, 6 d + 3 backward: 515 and 771 words); and at d = 64 flash's backward planned for
+time (the probe's last argument) on the full, causal and window masks at M = d^2 and 4 d^2, where it
+runs as one loop, dQ read back and written at every visit (0.88 to 1.02 when added). Every ratio of simulated read misses to
 read lines must lie in [0.8, 1.25], the read lines being those the ledger counted plus the lines of
 the API's finite-value check, which reads every input once before the schedule runs and which the
 ledger does not book. At d = 64 and 128 every schedule agrees from M = 2 L^2 = 512 words on (and flash
@@ -68,7 +70,7 @@ def flash_smallest_words(d, pass_):
     return 4 * d + 3 if pass_ == "fwd" else 6 * d + 3
 
 
-def simulate(args, n, d, m, algorithm, pass_, mask, may_not_fit=False):
+def simulate(args, n, d, m, algorithm, pass_, mask, objective="words", may_not_fit=False):
     """The counted run's words and lines (the probe's output) and the simulated D1 misses; None when
     may_not_fit and the algorithm cannot run at M (the probe's message says what it needs)."""
     lines = -(-2 * m * WORD_BYTES // LINE_BYTES)  # 2M words, in whole lines
@@ -76,7 +78,7 @@ def simulate(args, n, d, m, algorithm, pass_, mask, may_not_fit=False):
         out = os.path.join(tmp, "callgrind.out")
         command = [args.valgrind, "--tool=callgrind", "--cache-sim=yes", f"--D1={lines * LINE_BYTES},{lines},{LINE_BYTES}",
                    f"--LL={1 << 25},16,{LINE_BYTES}", f"--I1=32768,8,{LINE_BYTES}", "--instr-atstart=no",
-                   f"--callgrind-out-file={out}", args.probe, str(n), str(d), str(m), algorithm, pass_, mask]
+                   f"--callgrind-out-file={out}", args.probe, str(n), str(d), str(m), algorithm, pass_, mask, objective]
         run = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if run.returncode != 0 and may_not_fit and "needs M >=" in run.stderr:
             return None
@@ -101,8 +103,8 @@ def simulate(args, n, d, m, algorithm, pass_, mask, may_not_fit=False):
                 "read_misses": counts["D1mr"], "write_misses": counts["D1mw"]}
 
 
-def row(args, n, d, m, algorithm, pass_, mask):
-    r = simulate(args, n, d, m, algorithm, pass_, mask)
+def row(args, n, d, m, algorithm, pass_, mask, objective="words"):
+    r = simulate(args, n, d, m, algorithm, pass_, mask, objective)
     r.update({"mask": mask, "pass": pass_, "M": m, "d": d})
     # The call reads what the ledger counts (the schedule) and, before it, every input once (the
     # API's finite-value check, which the ledger does not book).
@@ -132,7 +134,7 @@ def all_misses(args, cases):
     """Read and write D1 misses of each (n, d, m, algorithm) dense backward case, args.jobs at a
     time, in case order; None where the algorithm cannot run at M."""
     def misses(case):
-        r = simulate(args, *case, "bwd", "full", may_not_fit=True)
+        r = simulate(args, *case, "bwd", "full", "words", may_not_fit=True)
         return None if r is None else r["read_misses"] + r["write_misses"]
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         return list(pool.map(misses, cases))
@@ -182,6 +184,8 @@ def check_cases(n, d):
     if d >= 64:
         cases += [(n, 2 * d, m, "small_cache", pass_, "full") for pass_ in ("fwd", "bwd") for m in (low, 2 * low, 4 * low)]
         cases += [(n, 2 * d, flash_smallest_words(2 * d, pass_), "flash", pass_, "full") for pass_ in ("fwd", "bwd")]
+    if d == 64:  # planned for time: flash's backward as one loop, dQ read back and written per visit
+        cases += [(n, d, m, "flash", "bwd", mask, "time") for mask in MASKS if mask != "random:p=0.05" for m in (d * d, 4 * d * d)]
     return cases
 
 

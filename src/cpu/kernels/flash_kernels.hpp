@@ -87,6 +87,10 @@ struct DkdvTile {
   int64_t rows_k = 0, rows_q = 0, d = 0, e = 0;
   float scale = 1.0f;
   bool k_packed = false, v_packed = false;  // k_t, v_t hold bfloat16 pairs (pack_bf16_pairs)
+  // Leave dS in s for dq_from_scores_tile: the vector steps always do; the scalar step (tiles
+  // narrower than a vector) works pair by pair and writes s only when asked, since those stores
+  // are a real cache's traffic beside the tiles at the smallest M.
+  bool keep_scores = false;
   const uint64_t* bits = nullptr;
   int64_t bit_stride = 0;  // dkdv_block_q
   float* s = nullptr;      // (rows_q, rows_k) scratch: P, then dS

@@ -96,7 +96,7 @@ inline void dq(const DqTile& t) {
 }
 
 // The dK/dV pass's step (DkdvTile): per (key o, query i), P, dV_o += P dO_i, dS = P (dO_i . V_o -
-// D_i), dK_o += dS Q_i; dS left in s (rows_q, rows_k), as the vector steps leave it.
+// D_i), dK_o += dS Q_i; with keep_scores, dS left in s (rows_q, rows_k), as the vector steps leave it.
 inline void dkdv(const DkdvTile& t) {
   for (int64_t o = 0; o < t.rows_k; ++o) {
     float* dk_row = t.dk + o * t.d;
@@ -109,7 +109,7 @@ inline void dkdv(const DkdvTile& t) {
       }
       add_scaled(dv_row, p, t.d_o + i * t.e, t.e);
       add_scaled(dk_row, ds, t.q + i * t.d, t.d);
-      t.s[i * t.rows_k + o] = ds;
+      if (t.keep_scores) t.s[i * t.rows_k + o] = ds;
     }
   }
 }

@@ -160,7 +160,8 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
       step.s = p_tile.data();
       step.dk = dk_acc.data();
       step.dv = dv_acc.data();
-      flash_kernels::dkdv_tile(step);  // leaves dS in p_tile
+      step.keep_scores = dq != nullptr;
+      flash_kernels::dkdv_tile(step);  // (keep_scores: leaves dS in p_tile)
       if (dq == nullptr) continue;
       // dQ_i += dS (scale K_j), after every earlier key tile's term.
       if (dq->turns != nullptr) dq->turns->wait_turn(dq->worker, item, query.tile);
