@@ -131,10 +131,12 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
     // Over a mask whose key tiles' lists jump about, the workers would wait on one another.
     const bool flows = mask == nullptr || schedules::flash_detail::key_spans_ascend(
                                               detail::cache_of(*mask).flash(*mask, fused, pass)->key_cols);
-    AlgorithmCost fused_cost = flows ? priced_flash(shape, mask, line_words, pass, fused) : AlgorithmCost{};
-    if (flows && cheaper(fused_cost, priced, objective)) {
-      tiles = fused;
-      priced = std::move(fused_cost);
+    if (flows) {
+      AlgorithmCost fused_cost = priced_flash(shape, mask, line_words, pass, fused);
+      if (cheaper(fused_cost, priced, objective)) {
+        tiles = fused;
+        priced = std::move(fused_cost);
+      }
     }
   }
   priced.min_cache_words = cost.min_cache_words;

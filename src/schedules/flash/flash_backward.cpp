@@ -263,11 +263,13 @@ void dq_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const
   }
 }
 
+// The gradient phase's items: every head's key tiles, and its query tiles unless dQ is in the
+// dK/dV pass.
 int64_t num_gradient_items(const std::vector<HeadBackward>& heads, const FlashTiles& tiles) {
   if (heads.empty()) return 0;
   const HeadShape shape = head_shape(heads.front());
-  return static_cast<int64_t>(heads.size()) *
-         (num_tiles(shape.seqlen_k, tiles.dkdv_block_k) + num_tiles(shape.seqlen_q, tiles.block_q));
+  const int64_t dq_items = tiles.dq_in_dkdv ? 0 : num_tiles(shape.seqlen_q, tiles.block_q);
+  return static_cast<int64_t>(heads.size()) * (num_tiles(shape.seqlen_k, tiles.dkdv_block_k) + dq_items);
 }
 
 }  // namespace
@@ -328,9 +330,7 @@ void flash_backward_heads(const FlashTeam& team, const std::vector<HeadBackward>
                           const FlashTiles& tiles, const FlashMask* mask) {
   validate_heads(heads, tiles, mask);
   if (heads.empty()) return;
-  const int64_t items = tiles.dq_in_dkdv ? static_cast<int64_t>(heads.size()) *
-                                               num_tiles(head_shape(heads.front()).seqlen_k, tiles.dkdv_block_k)
-                                         : num_gradient_items(heads, tiles);
+  const int64_t items = num_gradient_items(heads, tiles);
   const int workers = static_cast<int>(std::clamp<int64_t>(items, 1, std::max(team.threads, 1)));
   cpu::WorkerMemories memories(workers, team.cache_words, team.ledger, team.schedule);
   // Phase 1, D for every query tile; phase 2 (after all of D is written), the gradients.
