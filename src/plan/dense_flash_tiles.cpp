@@ -15,24 +15,31 @@ namespace {
 
 using namespace flash_detail;
 
-// The inner tile never exceeds this many rows, nor 1/kInnerFraction of the outer tile: it moves no
-// extra word but takes memory from the outer tile, which sets the I/O. A few rows keep the inner
-// loops matrix-matrix shaped (and the forward's online-softmax rescaling rare).
+// The inner tile never exceeds this many rows, nor 1/Nest::inner_fraction of the outer tile: it
+// moves no extra word but takes memory from the outer tile, which sets the I/O. A few rows keep
+// the inner loops matrix-matrix shaped (and the forward's online-softmax rescaling rare).
 constexpr int64_t kMaxInnerRows = 16;
-constexpr int64_t kInnerFraction = 16;
 
-// The fused dK/dV pass (FlashTiles::dq_in_dkdv) adds dK's product and dQ's over its inner tile's
-// rows, which the kernels take in blocks of 8: a block of 1 to 7 rows more costs about as much as
-// a whole one. So its inner tile is a whole number of blocks where it can be: min(16, outer_1 / 8)
-// rounded down to 8 or 16 (at n = 4096, d = 64, M = 49152 the inner tile of 9 rows the rule
-// below gives ran the fused backward 1.25x (one thread) and 1.45x (two) slower than 16).
-int64_t whole_blocks(int64_t inner) { return inner >= 8 ? inner / 8 * 8 : inner; }
+// The kernels take a tile's inner rows in blocks of 8 (kMaxBlockRows), and a block of 1 to 7 rows
+// more costs about as much as a whole one. So where the outer tile has room for 64 rows or more,
+// the inner tile is a whole number of blocks: 8 or 16 rows. At n = 4096, d = 128, M = 49152 the
+// forward's 11-row inner tile (8 + 3) ran 1.25x slower than 8 or 16 rows (one thread; the outer
+// tile 172 rows against 176), the two-pass backward's 5 and 7 rows over BigBird 1.16x slower than
+// 8; the fused backward's 9 rows (n = 4096, d = 64) 1.25x (one thread) and 1.45x (two) slower than
+// 16. Below 64 rows (M near d^2, the paper's regime) the inner tile stays outer / inner_fraction:
+// there a larger one would cost the outer tile, and the words, more than a few percent.
+constexpr int64_t kBlockRows = 8;
+int64_t whole_blocks(int64_t inner) { return inner >= kBlockRows ? inner / kBlockRows * kBlockRows : inner; }
+int64_t inner_rows(int64_t outer_1, int64_t fraction) {
+  const int64_t by_fraction = std::min(kMaxInnerRows, outer_1 / fraction);
+  return outer_1 >= kBlockRows * kBlockRows ? whole_blocks(std::max(by_fraction, kBlockRows)) : by_fraction;
+}
 
 // Precondition: cache_words >= nest.resident(1, 1). outer_limit caps the outer tile below what M
-// allows (flash_tile_choice.hpp); then the inner tile takes up to kMaxInnerRows of the memory left
-// (never more: in a masked run a larger inner tile covers more pairs outside the mask).
+// allows (flash_tile_choice.hpp); then the inner tile takes up to kMaxInnerRows of the memory left,
+// in whole blocks (never more: in a masked run a larger inner tile covers more pairs outside the
+// mask).
 NestTiles choose(const Nest& nest, int64_t cache_words, int64_t outer_limit) {
-  const bool in_blocks = nest.inner_in_blocks;
   const int64_t outer_cap = std::max<int64_t>(nest.outer_rows, 1);
   const int64_t inner_cap = std::max<int64_t>(nest.inner_rows, 1);
   const int64_t outer_1 = nest.outer_fit(cache_words, 1);
@@ -44,15 +51,14 @@ NestTiles choose(const Nest& nest, int64_t cache_words, int64_t outer_limit) {
     tiles.outer = outer_cap;
     tiles.inner = std::clamp<int64_t>(nest.inner_fit(cache_words, outer_cap), 1, inner_cap);
   } else {
-    tiles.inner = in_blocks ? std::clamp<int64_t>(whole_blocks(std::min(kMaxInnerRows, outer_1 / 8)), 1, inner_cap)
-                        : std::clamp<int64_t>(std::min(kMaxInnerRows, outer_1 / kInnerFraction), 1, inner_cap);
+    tiles.inner = std::clamp<int64_t>(inner_rows(outer_1, nest.inner_fraction), 1, inner_cap);
     tiles.outer = std::min(nest.outer_fit(cache_words, tiles.inner), outer_cap);
     if (tiles.outer < 1) tiles = {std::min(outer_1, outer_cap), 1};  // defensive; see docs/flash.md
   }
   if (outer_limit < tiles.outer && outer_limit >= 1) {
     tiles.outer = outer_limit;
     const int64_t inner = std::min(kMaxInnerRows, nest.inner_fit(cache_words, outer_limit));
-    tiles.inner = std::clamp<int64_t>(in_blocks ? whole_blocks(inner) : inner, 1, inner_cap);
+    tiles.inner = std::clamp<int64_t>(whole_blocks(inner), 1, inner_cap);
   }
   return tiles;
 }

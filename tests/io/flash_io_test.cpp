@@ -298,6 +298,37 @@ TEST(FlashIo, TileChoiceFitsAndIsMaximalForEveryCacheSize) {
   }
 }
 
+TEST(FlashIo, InnerTilesAreWholeKernelBlocksWhereTheOuterTileHasRoom) {
+  // n = 4096, d = 128, M = 49152 (the default M of AVX-512 machines). Forward: a = 2 d + 2 = 258,
+  // b = 2 d = 256, outer_1 = (M - b) / (a + 1) = 188, so outer_1 / 16 = 11 rows would split into
+  // kernel blocks of 8 + 3; the rule takes 8, and the outer tile (M - 8 b) / (a + 8) = 177.
+  const HeadShape s{4096, 4096, 128, 128};
+  EXPECT_EQ(flash_tiles(s, 49152, Pass::forward), (FlashTiles{177, 8, 0, 0}));
+  // Backward: dK/dV nest a = 4 d = 512, b = 2 d + 2 = 258, outer_1 = 95 (5 rows by the fraction);
+  // dQ nest a = 3 d + 2 = 386, b = 256, outer_1 = 126 (7 rows). Both take one block of 8:
+  // dK/dV outer (M - 8 b) / (a + 8) = 90, dQ outer (M - 8 b) / (a + 8) = 119.
+  EXPECT_EQ(flash_tiles(s, 49152, Pass::backward), (FlashTiles{119, 8, 8, 90}));
+  // Room for 256 outer rows or more: 16 (d = 64 forward, outer_1 = (M - 128) / 131 = 374).
+  EXPECT_EQ(flash_tiles(HeadShape{4096, 4096, 64, 64}, 49152, Pass::forward).block_k, 16);
+  // Below 64 outer rows (M near d^2) the fraction alone: d = 64, M = 4096, outer_1 = 30, inner 1.
+  EXPECT_EQ(flash_tiles(HeadShape{4096, 4096, 64, 64}, 4096, Pass::forward), (FlashTiles{30, 1, 0, 0}));
+  // Every M: an inner tile of 8 or more rows is a whole number of blocks unless it is the whole
+  // inner sequence or the outer tile is.
+  for (const HeadShape& shape : {HeadShape{1000, 1000, 8, 8}, HeadShape{700, 900, 40, 24}}) {
+    for (int64_t m = flash_min_cache_words(shape, Pass::backward); m < 60000; m += 13) {
+      for (const Pass pass : {Pass::forward, Pass::backward}) {
+        const FlashTiles t = flash_tiles(shape, m, pass);
+        if (t.block_q < shape.seqlen_q && t.block_k >= 8) {
+          ASSERT_EQ(t.block_k % 8, 0) << describe(shape, m);
+        }
+        if (pass == Pass::backward && t.dkdv_block_k < shape.seqlen_k && t.dkdv_block_q >= 8) {
+          ASSERT_EQ(t.dkdv_block_q % 8, 0) << describe(shape, m);
+        }
+      }
+    }
+  }
+}
+
 // 4 d^2, then steps of 1.5x, and n d / 4.
 std::vector<int64_t> large_cache_range(int64_t n, int64_t d) {
   std::vector<int64_t> sizes;

@@ -36,7 +36,7 @@ struct Nest {
   int64_t inner_rows = 0;  // the sequence length the inner tiles cover
   bool masked = false;
   int64_t score_tiles = 1;  // the fused dK/dV pass also holds dS transposed
-  bool inner_in_blocks = false;  // its inner tile a whole number of the kernels' 8-row blocks
+  int64_t inner_fraction = 16;   // outer rows per inner row, up to the inner tile's 16 (dense_flash_tiles.cpp)
 
   int64_t resident(int64_t outer, int64_t inner) const { return clamp_to_int64(resident_wide(outer, inner)); }
   // resident() without overflow (flash_mask_resident_words: 3 + kFlashListChunk + ceil(o i / 64)).
@@ -92,7 +92,7 @@ inline Nest dq_nest(const HeadShape& s, FlashMasking m) {
 // query tile's dQ (d per query row) and dS^T next to P/dS.
 inline Nest fused_dkdv_nest(const HeadShape& s, FlashMasking m) {
   return {3 * s.head_dim + 2 * s.head_dim_v, 2 * s.head_dim + s.head_dim_v + 2, 0, s.seqlen_k,
-          s.seqlen_q, m == FlashMasking::block_sparse, 2, true};
+          s.seqlen_q, m == FlashMasking::block_sparse, 2, 8};
 }
 // The D pre-pass of a fused backward, alone: O, dO and D per query row.
 inline int64_t delta_words_per_row(const HeadShape& s) { return 2 * s.head_dim_v + 1; }
