@@ -2,6 +2,7 @@
 // next to a short inner tile, from the schedule's own resident words (flash_nests.hpp).
 #include "plan/dense_flash_tiles.hpp"
 
+#include "cpu/kernels/flash_kernels.hpp"  // kBlockRows
 #include "schedules/flash/flash_nests.hpp"
 
 #include <spattn/error.hpp>
@@ -20,15 +21,16 @@ using namespace flash_detail;
 // the inner loops matrix-matrix shaped (and the forward's online-softmax rescaling rare).
 constexpr int64_t kMaxInnerRows = 16;
 
-// The kernels take a tile's inner rows in blocks of 8 (kMaxBlockRows), and a block of 1 to 7 rows
-// more costs about as much as a whole one. So where the outer tile has room for 64 rows or more,
-// the inner tile is a whole number of blocks: 8 or 16 rows. At n = 4096, d = 128, M = 49152 the
-// forward's 11-row inner tile (8 + 3) ran 1.18x to 1.23x slower than 8 or 16 rows (one thread;
-// the outer tile 172 rows against 177), the two-pass backward's 5 and 7 rows over BigBird 1.2x
-// slower than 8; the fused backward's 9 rows (n = 4096, d = 64) 1.25x (one thread) and 1.45x (two)
-// slower than 16. Below 64 rows (M near d^2, the paper's regime) the inner tile stays outer / inner_fraction:
-// there a larger one would cost the outer tile, and the words, more than a few percent.
-constexpr int64_t kBlockRows = 8;
+// The kernels take a tile's inner rows in blocks of flash_kernels::kBlockRows (8), and a block of
+// 1 to 7 rows more costs about as much as a whole one. So where the outer tile has room for 64
+// rows or more, the inner tile is a whole number of blocks: 8 or 16 rows. At n = 4096, d = 128,
+// M = 49152 the forward's 11-row inner tile (8 + 3) ran 1.18x to 1.23x slower than 8 or 16 rows
+// (one thread; the outer tile 172 rows against 177), the two-pass backward's 5 and 7 rows over
+// BigBird 1.2x slower than 8; the fused backward's 9 rows (n = 4096, d = 64) 1.25x (one thread)
+// and 1.45x (two) slower than 16. Below 64 rows (M near d^2, the paper's regime) the inner tile
+// stays outer / inner_fraction: there a larger one would cost the outer tile, and the words, more
+// than a few percent.
+constexpr int64_t kBlockRows = flash_kernels::kBlockRows;
 int64_t whole_blocks(int64_t inner) { return inner >= kBlockRows ? inner / kBlockRows * kBlockRows : inner; }
 int64_t inner_rows(int64_t outer_1, int64_t fraction) {
   const int64_t by_fraction = std::min(kMaxInnerRows, outer_1 / fraction);

@@ -312,8 +312,8 @@ TEST(FlashIo, InnerTilesAreWholeKernelBlocksWhereTheOuterTileHasRoom) {
   EXPECT_EQ(flash_tiles(HeadShape{4096, 4096, 64, 64}, 49152, Pass::forward).block_k, 16);
   // Below 64 outer rows (M near d^2) the fraction alone: d = 64, M = 4096, outer_1 = 30, inner 1.
   EXPECT_EQ(flash_tiles(HeadShape{4096, 4096, 64, 64}, 4096, Pass::forward), (FlashTiles{30, 1, 0, 0}));
-  // Every M: an inner tile of 8 or more rows is a whole number of blocks unless it is the whole
-  // inner sequence or the outer tile is.
+  // Every M: an inner tile of 8 or more rows is a whole number of blocks unless the outer tile is
+  // its whole sequence (then the inner tile takes the memory left).
   for (const HeadShape& shape : {HeadShape{1000, 1000, 8, 8}, HeadShape{700, 900, 40, 24}}) {
     for (int64_t m = flash_min_cache_words(shape, Pass::backward); m < 60000; m += 13) {
       for (const Pass pass : {Pass::forward, Pass::backward}) {

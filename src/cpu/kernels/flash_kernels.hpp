@@ -129,6 +129,11 @@ KernelIsa kernel_isa();
 // it is not supported here.
 void set_kernel_isa(KernelIsa isa);
 
+// The inner rows a kernel takes at a time (a tile's last block may be shorter and costs about as
+// much as a whole one): the planner keeps inner tiles whole multiples of it where it can
+// (src/plan/dense_flash_tiles.cpp).
+inline constexpr int kBlockRows = 8;
+
 // The widest head dim (d or e) whose tiles may be packed as pairs: the score product converts a
 // block of inner rows to pairs on the stack.
 inline constexpr int64_t kMaxPairWidth = 512;

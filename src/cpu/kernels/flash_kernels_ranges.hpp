@@ -8,13 +8,15 @@
 // Included by flash_kernels_impl.hpp (one copy per instruction set, SPATTN_KERNEL_NAMESPACE).
 #pragma once
 
+#include "cpu/kernels/flash_kernels.hpp"
+
 #include <cstdint>
 
 namespace spattn::schedules::flash_kernels::SPATTN_KERNEL_NAMESPACE {
 
 // Inner rows per block (the planner's inner tiles are at most 16 rows unless the sequence is
 // shorter than the outer tile; longer ones run in blocks of 8).
-constexpr int kMaxBlockRows = 8;
+constexpr int kMaxBlockRows = kBlockRows;
 // Blocks of a tile of up to 64 inner rows, the widest whose outer rows' bits fit in one word.
 constexpr int kMaxRangeBlocks = 64 / kMaxBlockRows;
 
