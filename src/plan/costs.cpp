@@ -121,13 +121,13 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   if (!cost.feasible) return cost;
   const auto spans = mask != nullptr ? spans_of(*mask) : schedules::flash_detail::MaskSpans{};
   tiles = mask != nullptr ? schedules::masked_flash_tiles(shape, cache_words, pass, spans, objective)
-                          : schedules::flash_tiles(shape, cache_words, pass);
+                          : schedules::flash_tiles(shape, cache_words, pass, schedules::FlashMasking::dense, objective);
   AlgorithmCost priced = priced_flash(shape, mask, line_words, pass, tiles);
   if (fuse_dq && pass == Pass::backward &&
       cache_words >= schedules::flash_min_cache_words(shape, pass, masking, true)) {
     const schedules::FlashTiles fused = mask != nullptr
                                             ? schedules::masked_fused_flash_tiles(shape, cache_words, spans, objective)
-                                            : schedules::fused_flash_tiles(shape, cache_words);
+                                            : schedules::fused_flash_tiles(shape, cache_words, schedules::FlashMasking::dense, objective);
     // Over a mask whose key tiles' lists jump about, the workers would wait on one another.
     const bool flows = mask == nullptr || schedules::flash_detail::key_spans_ascend(
                                               detail::cache_of(*mask).flash(*mask, fused, pass)->key_cols);

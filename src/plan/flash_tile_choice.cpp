@@ -156,20 +156,20 @@ struct Candidate {
   NestEstimate estimate;
 };
 
-// flash_tiles()' tiles for the nest first, then those with the outer tile limited to 32, 48, 64,
+// flash_tiles()' tiles for time for the nest first, then those with the outer tile limited to 32, 48, 64,
 // 96, ... (x 2 every other step) below it, the largest first.
 std::vector<Candidate> candidates(const HeadShape& shape, int64_t cache_words, FlashNest nest,
                                   const flash_detail::MaskSpans& spans) {
   const auto masking = FlashMasking::block_sparse;
   std::vector<Candidate> out;
-  const NestTiles own = flash_detail::nest_tiles(shape, cache_words, nest, masking, INT64_MAX);
+  const NestTiles own = flash_detail::nest_tiles(shape, cache_words, nest, masking, INT64_MAX, PlanObjective::time);
   out.push_back({own, flash_detail::estimate_nest(shape, nest, own, spans)});
   std::vector<int64_t> limits;
   for (int64_t limit = kSmallestOuter; limit < own.outer; limit = limit % 3 == 0 ? limit / 3 * 4 : limit / 2 * 3) {
     limits.push_back(limit);
   }
   for (auto limit = limits.rbegin(); limit != limits.rend(); ++limit) {
-    const NestTiles tiles = flash_detail::nest_tiles(shape, cache_words, nest, masking, *limit);
+    const NestTiles tiles = flash_detail::nest_tiles(shape, cache_words, nest, masking, *limit, PlanObjective::time);
     out.push_back({tiles, flash_detail::estimate_nest(shape, nest, tiles, spans)});
   }
   return out;
@@ -188,7 +188,7 @@ int64_t fixed_words(const HeadShape& s, Pass pass) {
 
 FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pass pass,
                                 const flash_detail::MaskSpans& spans, int64_t max_words) {
-  FlashTiles tiles = flash_tiles(shape, cache_words, pass, FlashMasking::block_sparse);  // checks M
+  FlashTiles tiles = flash_tiles(shape, cache_words, pass, FlashMasking::block_sparse, PlanObjective::time);  // checks M
   if (static_cast<int64_t>(spans.first.size()) != shape.seqlen_q || spans.seqlen_k != shape.seqlen_k) {
     fail("flash_tiles_for_mask: the mask is ", spans.first.size(), " x ", spans.seqlen_k, ", the problem ",
          shape.seqlen_q, " x ", shape.seqlen_k);
@@ -224,7 +224,7 @@ FlashTiles flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, Pas
 }
 
 FlashTiles fused_flash_tiles_for_mask(const HeadShape& shape, int64_t cache_words, const flash_detail::MaskSpans& spans) {
-  FlashTiles tiles = fused_flash_tiles(shape, cache_words, FlashMasking::block_sparse);  // checks M
+  FlashTiles tiles = fused_flash_tiles(shape, cache_words, FlashMasking::block_sparse, PlanObjective::time);  // checks M
   const std::vector<Candidate> options = candidates(shape, cache_words, FlashNest::fused_dkdv, spans);
   size_t best = 0;
   for (size_t i = 1; i < options.size(); ++i) {

@@ -58,7 +58,7 @@ struct MaskSpans {
 // M = cache_words: the candidates of the pass's nests (the forward's; the backward's dQ and
 // dK/dV nests together) with the smallest summed cost among those whose words (an upper bound from
 // the estimate: every visited tile counted partial) stay within max_words; flash_tiles()' own
-// tiles are always allowed. Always fits in M
+// tiles for PlanObjective::time are always allowed. Always fits in M
 // (flash_resident_words(shape, tiles, pass, block_sparse) <= M). Deterministic in (shape, M,
 // pass, mask, max_words). Throws InvalidArgument when M < flash_min_cache_words(shape, pass,
 // block_sparse) (flash_tiles' message) or the mask's shape is not seqlen_q x seqlen_k.

@@ -235,7 +235,8 @@ TEST(FlashTilesForMask, BandGetsSmallerOuterTiles) {
 }
 
 // max_words caps the words: a candidate whose bound exceeds it is skipped (flash_tiles()' own
-// tiles stay allowed whatever the cap), so the chosen tiles move at most max_words when those do.
+// tiles for time stay allowed whatever the cap), so the chosen tiles move at most max_words when
+// those do.
 TEST(FlashTilesForMask, MaxWordsCapsTheWordsMoved) {
   const int64_t n = 1024, d = 64, m = 49152;
   const HeadShape s = shape_of(n, n, d);
@@ -246,7 +247,7 @@ TEST(FlashTilesForMask, MaxWordsCapsTheWordsMoved) {
       const FlashMask fm = build_flash_mask(window.view(), n, n, t, pass);
       return pass == Pass::forward ? predict_flash_forward(s, t, &fm).total() : predict_flash_backward(s, t, &fm).total();
     };
-    const FlashTiles own = flash_tiles(s, m, pass, kMasked);
+    const FlashTiles own = flash_tiles(s, m, pass, kMasked, spattn::PlanObjective::time);
     const FlashTiles free_choice = flash_tiles_for_mask(s, m, pass, window.view());
     const int64_t own_words = words(own), free_words = words(free_choice);
     ASSERT_GT(free_words, own_words);  // the band trades words for pairs

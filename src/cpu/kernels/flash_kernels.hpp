@@ -134,6 +134,12 @@ void set_kernel_isa(KernelIsa isa);
 // (src/plan/dense_flash_tiles.cpp).
 inline constexpr int kBlockRows = 8;
 
+// The widest lane type's lanes (AVX-512: 16 floats; AVX2's 8 divide it). The score products run
+// over a tile's outer rows in chunks of this many, and a tile whose rows are not a multiple of it
+// recomputes a whole chunk for its last rows (flash_kernels_products.hpp, score_block): the planner
+// keeps large outer tiles multiples of it (src/plan/dense_flash_tiles.cpp).
+inline constexpr int kOuterChunkRows = 16;
+
 // The widest head dim (d or e) whose tiles may be packed as pairs: the score product converts a
 // block of inner rows to pairs on the stack.
 inline constexpr int64_t kMaxPairWidth = 512;
