@@ -125,9 +125,9 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   AlgorithmCost priced = priced_flash(shape, mask, line_words, pass, tiles);
   if (fuse_dq && pass == Pass::backward &&
       cache_words >= schedules::flash_min_cache_words(shape, pass, masking, true)) {
-    const schedules::FlashTiles fused = mask != nullptr
-                                            ? schedules::masked_fused_flash_tiles(shape, cache_words, spans, objective)
-                                            : schedules::fused_flash_tiles(shape, cache_words, schedules::FlashMasking::dense, objective);
+    const schedules::FlashTiles fused =
+        mask != nullptr ? schedules::masked_fused_flash_tiles(shape, cache_words, spans, objective)
+                        : schedules::fused_flash_tiles(shape, cache_words, schedules::FlashMasking::dense, objective);
     // Over a mask whose key tiles' lists jump about, the workers would wait on one another.
     const bool flows = mask == nullptr || schedules::flash_detail::key_spans_ascend(
                                               detail::cache_of(*mask).flash(*mask, fused, pass)->key_cols);

@@ -40,14 +40,15 @@ int64_t inner_rows(int64_t outer_1, int64_t fraction) {
 // The score products take the outer tile's rows in chunks of flash_kernels::kOuterChunkRows (16)
 // lanes; a tile of 16 c + r rows (0 < r < 16) computes a whole chunk for its last r rows (177
 // rows: 12 chunks for 11.06, about 8 % more score products and exps). So, planned for time, an
-// outer tile of 64 rows or more that splits its sequence, and whose last chunk is at most half full
-// (r <= 8), is rounded down to a multiple of 16: it drops at most 8 rows (the inner operands stream once more per
-// sequence where the tile count grows; 70 -> 64 rows: 8 % more words in the backward at n = 4096,
-// d = 128) and saves at least 8 lanes. At n = 4096, M = 49152 the full mask's fwd + bwd ran 0.89x
-// (d = 64: outer tiles 322 -> 320, 130 -> 128) and 0.91x (d = 128: 177 -> 176, 70 -> 64) the time
-// of the unrounded tiles (one thread, 7 pairs). A fuller last chunk (79 rows) stays: rounding would
-// cost up to 23 % more tiles to save a few lanes. Below 64 rows (M near d^2) the tiles are the same
-// for both objectives; planned for words (the I/O study) no tile is rounded.
+// outer tile of 64 rows or more that splits its sequence, and whose last chunk is at most half
+// full (r <= 8), is rounded down to a multiple of 16. It drops at most 8 rows (the inner operands
+// stream once more per sequence where the tile count grows; 70 -> 64 rows: 8 % more words in the
+// backward at n = 4096, d = 128) and saves at least 8 lanes. At n = 4096, M = 49152 the full
+// mask's fwd + bwd ran 0.88x (d = 64: outer tiles 322 -> 320, 130 -> 128) and 0.89x (d = 128:
+// 177 -> 176, 70 -> 64) the time of the unrounded tiles (one thread, 7 pairs; docs/results.md
+// section 2.15). A fuller last chunk (79 rows) stays: rounding would cost up to 23 % more tiles to
+// save a few lanes. Below 64 rows (M near d^2) the tiles are the same for both objectives; planned
+// for words (the I/O study) no tile is rounded.
 constexpr int64_t kChunkRows = flash_kernels::kOuterChunkRows;
 int64_t whole_chunks(int64_t outer) {
   const bool round = outer >= 4 * kChunkRows && outer % kChunkRows <= kChunkRows / 2;
