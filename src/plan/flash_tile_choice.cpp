@@ -156,8 +156,8 @@ struct Candidate {
   NestEstimate estimate;
 };
 
-// flash_tiles()' tiles for time for the nest first, then those with the outer tile limited to 32, 48, 64,
-// 96, ... (x 2 every other step) below it, the largest first.
+// flash_tiles()' tiles for time for the nest first, then those with the outer tile limited to 32,
+// 48, 64, 96, ... (x 2 every other step) below it, the largest first.
 std::vector<Candidate> candidates(const HeadShape& shape, int64_t cache_words, FlashNest nest,
                                   const flash_detail::MaskSpans& spans) {
   const auto masking = FlashMasking::block_sparse;

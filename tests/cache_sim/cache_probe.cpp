@@ -3,11 +3,11 @@
 // the requested pass runs between CALLGRIND_START_INSTRUMENTATION and CALLGRIND_STOP_INSTRUMENTATION,
 // on one thread (a thread of its own, below), so that callgrind (--instr-atstart=no
 // --cache-sim=yes) sees that call's memory traffic alone (the plan and the mask's prepared
-// structures are built before, as they are once per mask in use). Before it, the same call runs counted (uninstrumented): the probe prints the
-// words and lines of 16 words that run read and wrote, for the script to hold the simulated misses
-// against, and the lines the API's finite-value check reads before the schedule runs (every input
-// once: q, k, v; backward also o, lse, d_o), which the ledger does not book (it counts the
-// schedule's moves).
+// structures are built before, as they are once per mask in use). Before it, the same call runs
+// counted (uninstrumented): the probe prints the words and lines of 16 words that run read and
+// wrote, for the script to hold the simulated misses against, and the lines the API's
+// finite-value check reads before the schedule runs (every input once: q, k, v; backward also o,
+// lse, d_o), which the ledger does not book (it counts the schedule's moves).
 //
 //   cache_probe N D M ALGORITHM PASS MASK [OBJECTIVE]   e.g. cache_probe 512 64 1024 flash bwd causal
 //

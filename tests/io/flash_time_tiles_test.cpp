@@ -94,19 +94,20 @@ TEST(FlashTimeTiles, CountedEqualsPredictedWithTheRoundedTiles) {
     int rounded_tiles = 0;
     for (int64_t m = 1948; m <= 6000; m += 509) {
       SCOPED_TRACE(describe(s, m));
-      const FlashTiles fwd = flash_tiles(s, m, Pass::forward, FlashMasking::dense, kTime);
-      const Ledger f = spattn::testing::count_flash_forward(head, fwd, m);
-      EXPECT_EQ((IoCount{f.reads(), f.writes()}), predict_flash_forward(s, fwd));
-      const auto f_lines = f.total_lines();
-      EXPECT_EQ((IoCount{f_lines.reads, f_lines.writes}), predict_dense_forward_lines(s, fwd, f.line_words()));
-      EXPECT_LE(f.peak_resident(), m);
-      const FlashTiles bwd = flash_tiles(s, m, Pass::backward, FlashMasking::dense, kTime);
-      const Ledger b = spattn::testing::count_flash_backward(head, bwd, m);
-      EXPECT_EQ((IoCount{b.reads(), b.writes()}), predict_flash_backward(s, bwd));
-      const auto b_lines = b.total_lines();
-      EXPECT_EQ((IoCount{b_lines.reads, b_lines.writes}), predict_dense_backward_lines(s, bwd, b.line_words()));
-      EXPECT_LE(b.peak_resident(), m);
-      rounded_tiles += !(fwd == flash_tiles(s, m, Pass::forward)) + !(bwd == flash_tiles(s, m, Pass::backward));
+      for (const Pass pass : {Pass::forward, Pass::backward}) {
+        const bool fwd = pass == Pass::forward;
+        const FlashTiles t = flash_tiles(s, m, pass, FlashMasking::dense, kTime);
+        const Ledger ledger = fwd ? spattn::testing::count_flash_forward(head, t, m)
+                                  : spattn::testing::count_flash_backward(head, t, m);
+        const int64_t L = ledger.line_words();
+        EXPECT_EQ((IoCount{ledger.reads(), ledger.writes()}),
+                  fwd ? predict_flash_forward(s, t) : predict_flash_backward(s, t));
+        const auto lines = ledger.total_lines();
+        EXPECT_EQ((IoCount{lines.reads, lines.writes}),
+                  fwd ? predict_dense_forward_lines(s, t, L) : predict_dense_backward_lines(s, t, L));
+        EXPECT_LE(ledger.peak_resident(), m);
+        rounded_tiles += !(t == flash_tiles(s, m, pass));
+      }
     }
     EXPECT_GT(rounded_tiles, 0) << "no M rounded a tile: the test checks nothing new";
   }
