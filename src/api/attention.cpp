@@ -35,7 +35,7 @@ Plan plan_call(const bounds::DenseShape& shape, const plan_detail::CallHeads& he
                Pass pass, ElementType element, const char* where, const AttentionOptions& options) {
   return plan_detail::plan_dense_inputs(shape, masks, heads, resolve_cache(where, options),
                                         resolve_line_words(where, options, element), pass, options.algorithm,
-                                        options.objective, element);
+                                        options.objective);
 }
 
 template <typename T>

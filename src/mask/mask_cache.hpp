@@ -47,7 +47,7 @@ struct MaskCache {
 
   // The numbers a memo entry was computed for (the planner's: head_dim, head_dim_v, M, pass,
   // objective, line size).
-  using MemoNumbers = std::array<int64_t, 7>;
+  using MemoNumbers = std::array<int64_t, 6>;
 
   // The Value remembered for `numbers`, or compute()'s, remembered. compute() runs outside the
   // lock (other shapes' calls go on); two racing calls may both compute, and the first stored wins.

@@ -109,10 +109,10 @@ AlgorithmCost priced_flash(const schedules::HeadShape& shape, const Mask* mask, 
 
 // Dense (mask == nullptr) or block-sparse flash: the same schedule, the mask re-blocked at its
 // tiles (cached in the Mask). A mask's tiles follow the objective (flash_tile_choice.hpp). With
-// fuse_dq, a backward also prices dQ in the dK/dV pass (FlashTiles::dq_in_dkdv) and takes it
-// where it is cheaper for the objective.
+// A backward also prices dQ in the dK/dV pass (FlashTiles::dq_in_dkdv) and takes it where it is
+// cheaper for the objective.
 AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                         int64_t line_words, Pass pass, PlanObjective objective, bool fuse_dq,
+                         int64_t line_words, Pass pass, PlanObjective objective,
                          schedules::FlashTiles& tiles) {
   AlgorithmCost cost;
   const auto masking = mask != nullptr ? schedules::FlashMasking::block_sparse : schedules::FlashMasking::dense;
@@ -123,7 +123,7 @@ AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, in
   tiles = mask != nullptr ? schedules::masked_flash_tiles(shape, cache_words, pass, spans, objective)
                           : schedules::flash_tiles(shape, cache_words, pass, schedules::FlashMasking::dense, objective);
   AlgorithmCost priced = priced_flash(shape, mask, line_words, pass, tiles);
-  if (fuse_dq && pass == Pass::backward &&
+  if (pass == Pass::backward &&
       cache_words >= schedules::flash_min_cache_words(shape, pass, masking, true)) {
     const schedules::FlashTiles fused =
         mask != nullptr ? schedules::masked_fused_flash_tiles(shape, cache_words, spans, objective)
@@ -210,33 +210,32 @@ AlgorithmCost masked_small_cache_cost(const schedules::HeadShape& shape, const M
 }  // namespace
 
 HeadCosts head_costs(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, int64_t line_words,
-                     Pass pass, PlanObjective objective, bool fuse_dq) {
+                     Pass pass, PlanObjective objective) {
   check_countable(shape);
   io::check_line_words("plan", line_words);
   if (mask == nullptr || mask->is_full()) {
-    // The dense costs follow from the shape, M, L, the pass, the objective and fuse_dq (the
-    // objective picks between the backward's two forms): kept per key, as every call over a full
+    // The dense costs follow from the shape, M, L, the pass and the objective (which picks
+    // between the backward's two forms): kept per key, as every call over a full
     // mask plans again (the dense tile search took about 3 ms a plan, more than the attention
     // itself below n = 1024 at d = 64).
-    using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
+    using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
     static MemoTable<Key, HeadCosts> dense_costs;
     const Key key{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v, cache_words, line_words,
-                  static_cast<int>(pass), static_cast<int>(objective), fuse_dq};
+                  static_cast<int>(pass), static_cast<int>(objective)};
     return dense_costs.get(key, [&] {
       HeadCosts costs;
-      costs.flash = flash_cost(shape, nullptr, cache_words, line_words, pass, objective, fuse_dq, costs.flash_tiles);
+      costs.flash = flash_cost(shape, nullptr, cache_words, line_words, pass, objective, costs.flash_tiles);
       costs.small_cache = small_cache_cost(shape, cache_words, line_words, pass, costs.small_cache_tiles);
       return costs;
     });
   }
   const detail::MaskCache::MemoNumbers numbers{shape.head_dim, shape.head_dim_v, cache_words,
-                                               static_cast<int64_t>(pass), static_cast<int64_t>(objective), line_words,
-                                               fuse_dq ? 1 : 0};
+                                               static_cast<int64_t>(pass), static_cast<int64_t>(objective), line_words};
   return detail::cache_of(*mask).remember<HeadCosts>(numbers, [&] {
     HeadCosts computed;
     computed.small_cache = masked_small_cache_cost(shape, *mask, cache_words, line_words, pass, objective,
                                                    computed.sparse_small_cache_tiles);
-    computed.flash = flash_cost(shape, mask, cache_words, line_words, pass, objective, fuse_dq, computed.flash_tiles);
+    computed.flash = flash_cost(shape, mask, cache_words, line_words, pass, objective, computed.flash_tiles);
     return computed;
   });
 }
@@ -255,8 +254,8 @@ namespace {
 
 // choice_margin at M (both must be feasible there).
 int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
-                        int64_t line_words, Pass pass, PlanObjective objective, bool fuse_dq) {
-  const HeadCosts costs = head_costs(shape, mask, cache_words, line_words, pass, objective, fuse_dq);
+                        int64_t line_words, Pass pass, PlanObjective objective) {
+  const HeadCosts costs = head_costs(shape, mask, cache_words, line_words, pass, objective);
   return choice_margin(costs.flash, costs.small_cache, mask != nullptr, objective);
 }
 
@@ -265,14 +264,14 @@ int64_t cost_difference(const schedules::HeadShape& shape, const Mask* mask, int
 // Every M at which auto's choice (the sign of choice_margin) changes, searching powers of two from the
 // smallest M both run with up to 16 (seqlen x head_dim) for a bracket and then bisecting.
 std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask* mask, int64_t line_words, Pass pass,
-                                   PlanObjective objective, bool fuse_dq) {
-  const HeadCosts minimum = head_costs(shape, mask, 1, line_words, pass, objective, fuse_dq);
+                                   PlanObjective objective) {
+  const HeadCosts minimum = head_costs(shape, mask, 1, line_words, pass, objective);
   if (minimum.small_cache.too_large || minimum.flash.too_large) return {};  // one algorithm at every M
   const int64_t low = std::max(minimum.flash.min_cache_words, minimum.small_cache.min_cache_words);
   const int64_t high = 16 * std::max<int64_t>(1, std::max(shape.seqlen_q, shape.seqlen_k) *
                                                      std::max(shape.head_dim, shape.head_dim_v));
   auto sign = [&](int64_t m) {
-    const int64_t diff = cost_difference(shape, mask, m, line_words, pass, objective, fuse_dq);
+    const int64_t diff = cost_difference(shape, mask, m, line_words, pass, objective);
     return diff > 0 ? 1 : (diff < 0 ? -1 : 0);
   };
   std::vector<int64_t> switches;
@@ -300,14 +299,14 @@ std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask
 
 // The dense problem's switches depend on the shape, the pass and (through the backward's form)
 // the objective only, and every dense plan reports them: found once per (seqlen_q, seqlen_k, d,
-// d_v, L, pass, objective, fuse_dq) and kept (a bounded, locked table).
+// d_v, L, pass, objective) and kept (a bounded, locked table).
 std::vector<int64_t> dense_switches(const schedules::HeadShape& shape, int64_t line_words, Pass pass,
-                                    PlanObjective objective, bool fuse_dq) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
+                                    PlanObjective objective) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
   static MemoTable<Key, std::vector<int64_t>> table;
   const Key key{shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.head_dim_v, line_words, static_cast<int>(pass),
-                static_cast<int>(objective), fuse_dq};
-  return table.get(key, [&] { return find_switches(shape, nullptr, line_words, pass, objective, fuse_dq); });
+                static_cast<int>(objective)};
+  return table.get(key, [&] { return find_switches(shape, nullptr, line_words, pass, objective); });
 }
 
 // The switch nearest to cache_words (the smaller on a tie); 0 when there is none.

@@ -30,12 +30,12 @@ struct HeadCosts {
 };
 
 // mask == nullptr (or a full mask) is the dense problem. A mask's predictions walk its structure:
-// kept in the mask's memo per (head_dim, head_dim_v, M, L, pass, objective, fuse_dq). Every tile is
+// kept in the mask's memo per (head_dim, head_dim_v, M, L, pass, objective). Every tile is
 // chosen and every line predicted for lines of `line_words` words (1: the paper's word model).
-// fuse_dq: flash's backward may accumulate dQ in its dK/dV pass (FlashTiles::dq_in_dkdv: float32
-// dQ), taken where cheaper for the objective.
+// Flash's backward accumulates dQ in its dK/dV pass (FlashTiles::dq_in_dkdv) where that is cheaper
+// for the objective.
 HeadCosts head_costs(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words, int64_t line_words,
-                     Pass pass, PlanObjective objective, bool fuse_dq);
+                     Pass pass, PlanObjective objective);
 
 // Positive when auto prefers small_cache over flash (both feasible), negative for flash, 0 on a
 // tie: the predicted words, or under the time objective over a mask the time prices.
@@ -43,12 +43,12 @@ int64_t choice_margin(const AlgorithmCost& flash, const AlgorithmCost& small_cac
                       PlanObjective objective);
 
 // Every M at which auto's choice changes, and the one nearest to cache_words (0 when none).
-// The dense problem's are searched once per (seqlen_q, seqlen_k, d, d_v, L, pass, objective,
-// fuse_dq) and kept.
+// The dense problem's are searched once per (seqlen_q, seqlen_k, d, d_v, L, pass, objective) and
+// kept.
 std::vector<int64_t> find_switches(const schedules::HeadShape& shape, const Mask* mask, int64_t line_words, Pass pass,
-                                   PlanObjective objective, bool fuse_dq);
+                                   PlanObjective objective);
 std::vector<int64_t> dense_switches(const schedules::HeadShape& shape, int64_t line_words, Pass pass,
-                                    PlanObjective objective, bool fuse_dq);
+                                    PlanObjective objective);
 int64_t nearest_switch(const std::vector<int64_t>& switches, int64_t cache_words);
 
 // The group `heads` of `mask` runs: `algorithm` (flash or small_cache) with the tiles of `costs`

@@ -83,12 +83,12 @@ double compulsory(const bounds::DenseShape& shape, Pass pass, const HeadInputs& 
 Plan plan_head(const bounds::DenseShape& shape, const AttentionInputs& inputs, const Mask& mask,
                int64_t cache_words, int64_t line_words, Pass pass, Algorithm requested) {
   // Checks M, the mask and feasibility.
-  Plan plan = plan_one_mask({shape, cache_words, line_words, pass, requested, 1, SwitchSearch::skip, kObjective, {0}, true},
+  Plan plan = plan_one_mask({shape, cache_words, line_words, pass, requested, 1, SwitchSearch::skip, kObjective, {0}},
                             mask);
   if (!inputs.any_csr()) return plan;
 
   const HeadShape head = head_shape(shape);
-  const HeadCosts costs = head_costs(head, &mask, cache_words, line_words, pass, kObjective, true);
+  const HeadCosts costs = head_costs(head, &mask, cache_words, line_words, pass, kObjective);
   const HeadInputs in = schedules::head_inputs(inputs, line_words);
   if (plan.flash.feasible) set_io(plan.flash, flash_io(head, mask, costs, pass, in));
   if (plan.small_cache.feasible) set_io(plan.small_cache, small_cache_io(head, mask, costs, in));
@@ -182,7 +182,7 @@ Plan plan_csr_inputs(const bounds::DenseShape& shape, const MultiHeadInputs& inp
   auto run = std::make_shared<detail::PlannedRun>();
   run->pass = pass;
   for (HeadGroup& group : group_heads(masks, inputs.heads)) {
-    const HeadCosts costs = head_costs(head_shape(shape), &group.mask, cache_words, line_words, pass, kObjective, true);
+    const HeadCosts costs = head_costs(head_shape(shape), &group.mask, cache_words, line_words, pass, kObjective);
     run->groups.push_back(planned_group(group.mask, std::move(group.heads), plan.algorithm, costs, pass));
   }
   plan.run = std::move(run);

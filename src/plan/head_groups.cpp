@@ -159,22 +159,21 @@ void add_kv_sums(Plan& plan, const bounds::DenseShape& shape, const CallHeads& h
 
 Plan plan_dense_inputs(const bounds::DenseShape& shape, const std::vector<Mask>& masks, const CallHeads& heads,
                        int64_t cache_words, int64_t line_words, Pass pass, Algorithm requested,
-                       PlanObjective objective, ElementType element) {
-  const bool fuse_dq = element == ElementType::fp32;
+                       PlanObjective objective) {
   const Algorithm planned = requested == Algorithm::reference ? Algorithm::automatic : requested;
   std::vector<GroupPlan> groups;
   for (HeadGroup& group : group_heads(masks, heads.heads)) groups.push_back({std::move(group), Plan{}});
   Plan plan;
   if (groups.empty()) {  // no heads: a plan of the shape, for reporting
     const Mask mask = masks.empty() ? Mask::full(shape.seqlen_q, shape.seqlen_k) : masks.front();
-    plan = plan_one_mask({shape, cache_words, line_words, pass, planned, 0, SwitchSearch::skip, objective, {}, fuse_dq},
+    plan = plan_one_mask({shape, cache_words, line_words, pass, planned, 0, SwitchSearch::skip, objective, {}},
                          mask);
   } else {
     const auto plan_groups = [&](Algorithm algorithm) {
       for (GroupPlan& group : groups) {
         const int64_t num_heads = heads.batch * static_cast<int64_t>(group.group.heads.size());
         group.plan = plan_one_mask({shape, cache_words, line_words, pass, algorithm, num_heads, SwitchSearch::skip,
-                                    objective, group.group.heads, fuse_dq},
+                                    objective, group.group.heads},
                                    group.group.mask);
       }
     };

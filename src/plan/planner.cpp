@@ -31,8 +31,7 @@ Plan plan_heads(const bounds::DenseShape& shape, const Mask& mask, Pass pass, co
                                       options.num_heads,
                                       options.switch_search,
                                       options.objective,
-                                      {},
-                                      /*fuse_dq=*/true};  // float32 problems
+                                      {}};
   request.run_heads.resize(static_cast<size_t>(std::max<int64_t>(options.num_heads, 0)));
   for (size_t h = 0; h < request.run_heads.size(); ++h) request.run_heads[h] = static_cast<int64_t>(h);
   return plan_detail::plan_one_mask(request, mask);
@@ -70,7 +69,7 @@ Plan plan_one_mask(const OneMaskRequest& request, const Mask& mask) {
   plan.line_words = line_words;
   plan.requested = requested;
   plan.objective = objective;
-  const HeadCosts costs = head_costs(head, sparse_mask, cache_words, line_words, pass, objective, request.fuse_dq);
+  const HeadCosts costs = head_costs(head, sparse_mask, cache_words, line_words, pass, objective);
   plan.flash = costs.flash;
   plan.small_cache = costs.small_cache;
 
@@ -132,8 +131,8 @@ Plan plan_one_mask(const OneMaskRequest& request, const Mask& mask) {
   plan.run = std::move(run);
   if (request.switch_search == SwitchSearch::search || !plan.masked) {
     const auto switches =
-        sparse_mask != nullptr ? find_switches(head, sparse_mask, line_words, pass, objective, request.fuse_dq)
-                               : dense_switches(head, line_words, pass, objective, request.fuse_dq);
+        sparse_mask != nullptr ? find_switches(head, sparse_mask, line_words, pass, objective)
+                               : dense_switches(head, line_words, pass, objective);
     plan.switch_cache_words = nearest_switch(switches, cache_words);
     plan.switches = switches;
     plan.switch_searched = true;

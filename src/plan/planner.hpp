@@ -35,8 +35,6 @@ struct OneMaskRequest {
   SwitchSearch switch_search = SwitchSearch::skip;
   PlanObjective objective = PlanObjective::time;
   std::vector<int64_t> run_heads;
-  // Whether flash's backward may accumulate dQ in its dK/dV pass (head_costs): float32 gradients.
-  bool fuse_dq = false;
 };
 
 // One mask's plan (plan_attention's checks and messages; a requested algorithm that does not fit
@@ -49,7 +47,7 @@ Plan plan_one_mask(const OneMaskRequest& request, const Mask& mask);
 // (head_groups.cpp). Algorithm::reference plans the automatic choice, for reporting.
 Plan plan_dense_inputs(const bounds::DenseShape& shape, const std::vector<Mask>& masks, const CallHeads& heads,
                        int64_t cache_words, int64_t line_words, Pass pass, Algorithm requested,
-                       PlanObjective objective, ElementType element);
+                       PlanObjective objective);
 
 // A call with CSR (or dense) inputs, checked by the caller: every (batch, query head) priced with
 // its own nonzeros and mask, for words; one algorithm for all heads; the grouped-query sums in the

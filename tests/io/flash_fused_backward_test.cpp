@@ -2,7 +2,7 @@
 // predicted in words and lines, dense and over masks, for odd sizes and every M from the minimum;
 // the peak is the predicted resident words; the gradients agree with the fp64 reference and with
 // the two-pass backward; any number of workers gives the same bits; query tiles no key tile
-// visits get dQ = 0; a 16-bit dq is refused. The planner's choice of the form:
+// visits get dQ = 0. A 16-bit dq: flash_fused_16bit_test.cpp. The planner's choice of the form:
 // tests/unit/sparse_planner_test.cpp and the API test at the end.
 #include "plan/dense_flash_tiles.hpp"
 #include "schedules/flash/flash.hpp"
@@ -12,7 +12,6 @@
 #include "support/reference_fixtures.hpp"
 
 #include <spattn/attention.hpp>
-#include <spattn/elements.hpp>
 
 #include <sparse_formats/patterns.hpp>
 
@@ -228,34 +227,29 @@ TEST(FlashFusedBackward, AnyNumberOfWorkersGivesTheSameBits) {
   }
 }
 
-TEST(FlashFusedBackward, A16BitGradientIsRefused) {
+TEST(FlashFusedBackward, TilesWithoutTheFusedFormNeedBlockK) {
   const HeadShape s{8, 8, 4, 4};
   HeadFixture head(s);
-  std::vector<spattn::bfloat16_t> dq(32);
-  HeadBackward view = head.backward();
-  view.dq = spattn::io::SlowMatrix<float>(dq.data(), 8, 4, 4);
   spattn::io::FastMemory fast(100000, nullptr, "flash backward");
-  EXPECT_THAT([&] { flash_backward(fast, view, fused(8, 4, 4)); },
-              ::testing::ThrowsMessage<spattn::InvalidArgument>(::testing::HasSubstr("dq_in_dkdv")));
   EXPECT_THAT([&] { flash_backward(fast, head.backward(), FlashTiles{8, 0, 4, 4, false}); },
               ::testing::ThrowsMessage<spattn::InvalidArgument>(::testing::HasSubstr("block_k")));
 }
 
-// Through the API: a float32 backward planned for time accumulates dQ in its dK/dV pass and counts
-// what the plan predicts; a bfloat16 one keeps the dQ pass.
-TEST(FlashFusedBackward, TheApiRunsItForFloat32AndNotFor16Bit) {
+// Through the API: a backward planned for time accumulates dQ in its dK/dV pass for every element
+// type (a 16-bit dQ in float32 sums: flash_fused_16bit_test.cpp; its API runs count what their plans
+// predict: element_types_test.cpp).
+TEST(FlashFusedBackward, TheApiRunsItForEveryElementType) {
   spattn::AttentionShape shape{1, 2, 2, 256, 256, 32, 32};
   spattn::AttentionOptions options;
   options.cache_words = 8192;
   for (const char* spec : {"full", "causal"}) {
     const spattn::Mask mask = std::string(spec) == "full" ? spattn::Mask::full(256, 256)
                                                           : spattn::Mask::from_spec(spec, 256, 256);
-    const auto f32 = spattn::plan_attention(shape, {mask}, spattn::Pass::backward, options);
-    EXPECT_THAT(f32.flash.tiles, ::testing::HasSubstr("dQ in the dK/dV pass")) << spec;
-    shape.element = spattn::ElementType::bf16;
-    const auto bf16 = spattn::plan_attention(shape, {mask}, spattn::Pass::backward, options);
-    EXPECT_THAT(bf16.flash.tiles, ::testing::Not(::testing::HasSubstr("dQ in"))) << spec;
-    shape.element = spattn::ElementType::fp32;
+    for (const auto element : {spattn::ElementType::fp32, spattn::ElementType::bf16, spattn::ElementType::fp16}) {
+      shape.element = element;
+      const auto plan = spattn::plan_attention(shape, {mask}, spattn::Pass::backward, options);
+      EXPECT_THAT(plan.flash.tiles, ::testing::HasSubstr("dQ in the dK/dV pass")) << spec;
+    }
   }
 }
 

@@ -43,7 +43,8 @@ struct FlashTiles {
   // The backward's dQ accumulates in the dK/dV pass (flash_backward_fused.cpp): each visited
   // (key tile, query tile) adds dS K_j to dQ_i in slow memory, read and written back, in
   // increasing key-tile order, and there is no dQ pass (block_k is unused: 0). Each product is
-  // computed once (5 per pair, against 7 with the dQ pass). float32 dQ only.
+  // computed once (5 per pair, against 7 with the dQ pass). A 16-bit dQ keeps its sums in float32
+  // until each query tile's last term (flash_dq_partials.hpp).
   bool dq_in_dkdv = false;
 
   friend bool operator==(const FlashTiles& a, const FlashTiles& b) {

@@ -10,6 +10,7 @@
 // first, then the two gradient passes; the arithmetic on the tiles is flash_kernels.hpp's.
 #include "schedules/flash/flash.hpp"
 #include "schedules/flash/flash_backward_fused.hpp"
+#include "schedules/flash/flash_dq_partials.hpp"
 #include "schedules/flash/flash_dq_turns.hpp"
 #include "schedules/flash/flash_heads.hpp"
 #include "cpu/kernels/flash_kernels.hpp"
@@ -44,7 +45,6 @@ void validate(const HeadBackward& p, const FlashTiles& tiles) {
   check_view(what, "dk", p.dk, s.seqlen_k, s.head_dim, "seqlen_k x head_dim");
   check_view(what, "dv", p.dv, s.seqlen_k, s.head_dim_v, "seqlen_k x head_dim_v");
   if (!std::isfinite(p.scale)) fail(what, ": scale = ", p.scale, " must be finite");
-  check_fused_dq(p, tiles);
 }
 
 void scale_in_place(float* values, int64_t count, float scale) {
@@ -166,8 +166,11 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
       // dQ_i += dS (scale K_j), after every earlier key tile's term.
       if (dq->turns != nullptr) dq->turns->wait_turn(dq->worker, item, query.tile);
       uint8_t& seen = (*dq->visited)[static_cast<size_t>(head * num_q_tiles + query.tile)];
+      // (a 16-bit dq: the sums in float32 until the tile's last term, which stores dq itself)
+      const bool last = dq->partials != nullptr && dq->partials->last_visit(head, query.tile);
+      const io::SlowMatrix<float>& sums = dq->partials != nullptr ? dq->partials->sums(head) : p.dq;
       if (seen != 0) {
-        fast.load(Operand::dq, p.dq, q0, 0, rows_q, d, dq_tile, 0, d);
+        fast.load(Operand::dq, sums, q0, 0, rows_q, d, dq_tile, 0, d);
       } else {
         std::fill(dq_tile.data(), dq_tile.data() + rows_q * d, 0.0f);
       }
@@ -182,7 +185,8 @@ void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, con
       dq_step.s_t = s_t.data();
       dq_step.dq = dq_tile.data();
       flash_kernels::dq_from_scores_tile(dq_step);
-      fast.store(Operand::dq, dq_tile, 0, d, p.dq, q0, 0, rows_q, d);
+      fast.store(Operand::dq, dq_tile, 0, d, last ? p.dq : sums, q0, 0, rows_q, d);
+      if (last) dq->partials->finished(head, query.tile);
       seen = 1;
       if (dq->turns != nullptr) dq->turns->finished_query_tile(dq->worker, index, query.tile);
     }

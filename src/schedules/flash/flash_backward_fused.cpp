@@ -6,16 +6,19 @@
 // where the two-pass backward computes S and dP again in its dQ pass (7).
 //
 // Order: every query tile's dQ adds its key tiles' terms in increasing key-tile order, whatever
-// the workers (flash_dq_turns.hpp), so the bits do not depend on the thread count. Query tiles no
-// key tile visits get dQ = 0 in a last phase (cq-row tiles).
+// the workers (flash_dq_turns.hpp), so the bits do not depend on the thread count. A 16-bit dQ
+// adds them in float32 and is rounded once, at its last term (flash_dq_partials.hpp). Query tiles
+// no key tile visits get dQ = 0 in a last phase (cq-row tiles).
 #include "schedules/flash/flash_backward_fused.hpp"
 
 #include "cpu/workers.hpp"
+#include "schedules/flash/flash_dq_partials.hpp"
 #include "schedules/flash/flash_dq_turns.hpp"
 #include "schedules/flash/flash_mask.hpp"
 #include "schedules/flash/flash_split.hpp"
 
 #include <algorithm>
+#include <memory>
 
 namespace spattn::schedules::flash_detail {
 
@@ -53,13 +56,6 @@ bool key_spans_ascend(const FlashTileLists& key_cols) {
   return true;
 }
 
-void check_fused_dq(const HeadBackward& head, const FlashTiles& tiles) {
-  if (tiles.dq_in_dkdv && head.dq.storage() != io::Storage::native) {
-    fail("flash backward: dq_in_dkdv adds to dq in place, which needs float32 storage; this dq holds 16-bit "
-         "elements");
-  }
-}
-
 void fused_gradients(const std::function<io::FastMemory&(int)>& memory, int workers,
                      const std::vector<HeadBackward>& heads, const FlashTiles& tiles, const FlashMask* mask) {
   if (heads.empty()) return;
@@ -68,14 +64,18 @@ void fused_gradients(const std::function<io::FastMemory&(int)>& memory, int work
   std::vector<uint8_t> visited(static_cast<size_t>(num_heads * num_tiles(shape.seqlen_q, tiles.dkdv_block_q)), 0);
   const std::vector<std::vector<int64_t>> split = fused_gradient_split(shape, num_heads, tiles, mask, workers);
   const int64_t ck = tiles.dkdv_block_k, cq = tiles.dkdv_block_q;
+  std::unique_ptr<DqPartials> partials;
+  if (std::any_of(heads.begin(), heads.end(), [](const HeadBackward& h) { return h.dq.storage() != io::Storage::native; })) {
+    partials = std::make_unique<DqPartials>(heads, shape, tiles, mask);
+  }
   if (workers == 1) {
-    const DqInDkdv alone{nullptr, 0, &visited};
+    const DqInDkdv alone{nullptr, 0, &visited, partials.get()};
     dkdv_nest(memory(0), heads, shape, ck, cq, mask, split.front(), &alone);
   } else {
     DqTurns turns(split, num_tiles(shape.seqlen_k, ck));
     cpu::run_workers(workers, [&](int worker) {
       try {
-        const DqInDkdv ordered{&turns, worker, &visited};
+        const DqInDkdv ordered{&turns, worker, &visited, partials.get()};
         dkdv_nest(memory(worker), heads, shape, ck, cq, mask, split[static_cast<size_t>(worker)], &ordered);
       } catch (...) {
         turns.finish(worker);  // the others stop waiting for it; the call rethrows

@@ -27,13 +27,16 @@ namespace flash_detail {
 bool key_spans_ascend(const FlashTileLists& key_cols);
 
 class DqTurns;
+class DqPartials;
 
 // dQ in the dK/dV pass, for one worker's run of dkdv_nest: who orders the terms (nullptr: one
-// worker) and which dQ tiles (heads x query tiles) hold a term already.
+// worker), which dQ tiles (heads x query tiles) hold a term already, and where a 16-bit dQ's
+// sums are kept until its last term (nullptr: a float32 dq holds them itself).
 struct DqInDkdv {
   DqTurns* turns = nullptr;
   int worker = 0;
   std::vector<uint8_t>* visited = nullptr;
+  DqPartials* partials = nullptr;
 };
 
 // The dK/dV pass over `items` (item = head * key tiles + key tile; flash_backward.cpp): per key
@@ -43,13 +46,9 @@ struct DqInDkdv {
 void dkdv_nest(io::FastMemory& fast, const std::vector<HeadBackward>& heads, const HeadShape& shape, int64_t ck,
                int64_t cq, const FlashMask* mask, const std::vector<int64_t>& items, const DqInDkdv* dq);
 
-// InvalidArgument when the tiles accumulate dQ in the dK/dV pass and `head`'s dq does not hold
-// float32 (a 16-bit dq would be rounded at every key tile).
-void check_fused_dq(const HeadBackward& head, const FlashTiles& tiles);
-
 // dK, dV and dQ of every head (D already written), on `workers` workers, worker w in memory(w):
-// key tiles split by work (fused_gradient_split), dQ's terms added in key-tile order; then dQ = 0
-// on the query tiles no key tile visits.
+// key tiles split by work (fused_gradient_split), dQ's terms added in key-tile order (a 16-bit
+// dQ's in float32, flash_dq_partials.hpp); then dQ = 0 on the query tiles no key tile visits.
 void fused_gradients(const std::function<io::FastMemory&(int)>& memory, int workers,
                      const std::vector<HeadBackward>& heads, const FlashTiles& tiles, const FlashMask* mask);
 
