@@ -7,7 +7,10 @@ and BigBird; by default the last three), n and dtype (--dtypes: float32, bfloat1
 time of the forward, the backward and both, for spattn's op (auto's choice) and for torch's dense
 masked attention on the same tensors (scores materialized: n x n per head), and the ratio
 torch / spattn; for a 16-bit dtype also spattn float32's fwd+bwd time over this dtype's (> 1: the
-16-bit call is faster). Where the dense path's intermediates would not fit in --dense-limit-gib,
+16-bit call is faster). With --paired-reps N, spattn's float32 and 16-bit fwd+bwd are also timed in
+turns, N pairs, and the median of the per-pair ratios float32 / 16-bit is printed with its range: a
+drift in the machine's speed then falls on both (on a 2-core VM medians taken apart swing by up to
+1.5x between neighbouring rows). Where the dense path's intermediates would not fit in --dense-limit-gib,
 or torch has no CPU kernel for the dtype (float16 matmul in torch 1.13), it is not run and the
 table says so. Then the Python wrapper's overhead: st.attention against the raw op
 (torch.ops.spattn.forward) on the same inputs at n = 128 and n = 1024.
@@ -70,6 +73,18 @@ def time_passes(forward, inputs, reps):
     return median_seconds(fwd, reps), backward, median_seconds(both, reps)
 
 
+def paired_ratios(forward, first, second, pairs):
+    """Per pair, fwd+bwd seconds of forward(*first) over forward(*second), the two taken in turns."""
+    def one(inputs, d_out):
+        start = time.perf_counter()
+        forward(*inputs).backward(d_out)
+        return time.perf_counter() - start
+
+    d_first = torch.randn_like(forward(*first))
+    d_second = torch.randn_like(forward(*second))
+    return [one(first, d_first) / one(second, d_second) for _ in range(pairs)]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, nargs="*", default=[4096, 16384],
@@ -83,6 +98,8 @@ def main():
                         help="torch.set_num_threads, which spattn's op also follows (0: leave torch's default)")
     parser.add_argument("--dtypes", nargs="*", choices=["float32", "bfloat16", "float16"], default=["float32"],
                         help="element types, each timed on the same values (default: float32)")
+    parser.add_argument("--paired-reps", type=int, default=0,
+                        help="pairs of spattn float32 and 16-bit fwd+bwd timed in turns (0: none)")
     parser.add_argument("--dense-limit-gib", type=float, default=12.0,
                         help="skip the dense path when its n x n intermediates would take more")
     args = parser.parse_args()
@@ -100,12 +117,14 @@ def main():
             values = [torch.randn(1, args.heads, n, args.d, generator=generator) for _ in range(3)]
             mask = st.Mask.from_spec(spec, n, n)
             float32_both = None
+            float32_inputs = None
             for dtype_name in args.dtypes:
                 dtype = getattr(torch, dtype_name)
                 q, k, v = (x.to(dtype).requires_grad_() for x in values)
                 ours = time_passes(lambda a, b, c: st.attention(a, b, c, mask), (q, k, v), args.reps)
                 if dtype == torch.float32:
                     float32_both = ours[2]
+                    float32_inputs = (q, k, v)
                 # scores, probabilities and their gradients: about 4 n^2 elements per head
                 dense_gib = 4 * q.element_size() * args.heads * n * n / 2**30
                 if dtype == torch.float16:
@@ -125,6 +144,12 @@ def main():
                 if dtype != torch.float32 and float32_both is not None:
                     row += f" | spattn float32/{dtype_name} {float32_both / ours[2]:.2f}x"
                 print(row, flush=True)
+                if dtype != torch.float32 and float32_inputs is not None and args.paired_reps > 0:
+                    ratios = paired_ratios(lambda a, b, c: st.attention(a, b, c, mask), float32_inputs, (q, k, v),
+                                           args.paired_reps)
+                    print(f"{'':<11} {'':>6} {'':>8} | paired: spattn float32/{dtype_name} fwd+bwd "
+                          f"{statistics.median(ratios):.3f}x (min {min(ratios):.3f}, max {max(ratios):.3f}, "
+                          f"{len(ratios)} pairs)", flush=True)
 
     print("\nThe Python wrapper's overhead over the raw op (forward, auto, median of 200 calls):")
     for n in (128, 1024):
