@@ -10,7 +10,8 @@
 // of the fused backward hold for either element type.
 //
 // Memory: the array spans every head's seqlen_q x head_dim, but its pages are only touched while a
-// query tile is open (visited, not yet finished), and the pages below the lowest open tile are
+// query tile is open (visited, not yet finished), and where dq's rows run along its columns (the
+// usual layout, where a query tile's rows are contiguous) the pages below the lowest open tile are
 // given back as tiles finish. Over a window, causal or documents mask the open tiles are a band
 // of the sequence: the partial sums take that band, not the whole of dQ.
 #pragma once
