@@ -108,8 +108,8 @@ AlgorithmCost priced_flash(const schedules::HeadShape& shape, const Mask* mask, 
                            const schedules::FlashTiles& tiles);
 
 // Dense (mask == nullptr) or block-sparse flash: the same schedule, the mask re-blocked at its
-// tiles (cached in the Mask). A mask's tiles follow the objective (flash_tile_choice.hpp). With
-// A backward also prices dQ in the dK/dV pass (FlashTiles::dq_in_dkdv) and takes it where it is
+// tiles (cached in the Mask). A mask's tiles follow the objective (flash_tile_choice.hpp). A
+// backward also prices dQ in the dK/dV pass (FlashTiles::dq_in_dkdv) and takes it where it is
 // cheaper for the objective.
 AlgorithmCost flash_cost(const schedules::HeadShape& shape, const Mask* mask, int64_t cache_words,
                          int64_t line_words, Pass pass, PlanObjective objective,
