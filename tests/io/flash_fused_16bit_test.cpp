@@ -24,7 +24,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace {
@@ -36,7 +35,9 @@ using spattn::io::WordKind;
 using spattn::testing::HeadFixture;
 using spattn::testing::pattern_of;
 using spattn::schedules::flash_detail::DqPartials;
-using spattn::testing::half_precision::round_to;
+using spattn::testing::half_precision::nan_filled;
+using spattn::testing::half_precision::to_elements;
+using spattn::testing::half_precision::to_floats;
 using Mask = sparse_formats::CsrPattern<int64_t>;
 
 // How dq is laid out in both runs: row-major, column-major, or with no unit stride.
@@ -64,20 +65,6 @@ int64_t dq_index(int64_t r, int64_t c, int64_t m, int64_t d, Layout layout) {
 }
 
 template <typename T>
-std::vector<T> stored(const std::vector<float>& values) {
-  std::vector<T> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = spattn::from_float<T>(values[i]);
-  return out;
-}
-template <typename T>
-float widened(T x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
-    return spattn::to_float(x);
-  }
-}
-template <typename T>
 bool same_bits(T a, T b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
@@ -96,11 +83,9 @@ Run run_fused(const HeadFixture& head, const FlashTiles& tiles, const FlashMask*
   const HeadShape& s = head.shape;
   const int64_t m = s.seqlen_q, n = s.seqlen_k, d = s.head_dim, e = s.head_dim_v;
   Run run(line_words);
-  std::vector<T> q = stored<T>(head.q), k = stored<T>(head.k), v = stored<T>(head.v), o = stored<T>(head.o),
-                 d_o = stored<T>(head.d_o);
-  const T nan = spattn::from_float<T>(HeadFixture::kNan);
-  std::vector<T> dq(static_cast<size_t>(dq_words(m, d, layout)), nan), dk(static_cast<size_t>(n * d), nan),
-      dv(static_cast<size_t>(n * e), nan);
+  std::vector<T> q = to_elements<T>(head.q), k = to_elements<T>(head.k), v = to_elements<T>(head.v),
+                 o = to_elements<T>(head.o), d_o = to_elements<T>(head.d_o);
+  std::vector<T> dq = nan_filled<T>(dq_words(m, d, layout)), dk = nan_filled<T>(n * d), dv = nan_filled<T>(n * e);
   std::vector<float> lse = head.lse, delta(static_cast<size_t>(m), HeadFixture::kNan);
   const HeadBackward view{SlowMatrix<const float>(q.data(), m, d, d),     SlowMatrix<const float>(k.data(), n, d, d),
                           SlowMatrix<const float>(v.data(), n, e, e),     SlowMatrix<const float>(o.data(), m, e, e),
@@ -111,14 +96,9 @@ Run run_fused(const HeadFixture& head, const FlashTiles& tiles, const FlashMask*
   const int64_t cache_words = flash_resident_words(s, tiles, Pass::backward,
                                                    mask != nullptr ? FlashMasking::block_sparse : FlashMasking::dense);
   flash_backward_heads(FlashTeam{threads, cache_words, &run.ledger}, {view}, tiles, mask);
-  const auto widen = [](const std::vector<T>& x) {
-    std::vector<float> out(x.size());
-    for (size_t i = 0; i < x.size(); ++i) out[i] = widened(x[i]);
-    return out;
-  };
-  run.dq = widen(dq);
-  run.dk = widen(dk);
-  run.dv = widen(dv);
+  run.dq = to_floats(dq);
+  run.dk = to_floats(dk);
+  run.dv = to_floats(dv);
   return run;
 }
 
